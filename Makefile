@@ -1,0 +1,39 @@
+# Two commands do all the set-up on a fresh machine:
+#   make train   fetch the corpus, train the zh->en model (configs/zh-en.yaml)
+#   make test    run the test suite
+# Both create .venv and install what they need on first use.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The CPU build of torch; override (e.g. TORCH=torch) for a CUDA machine.
+TORCH ?= torch==2.13.0
+# Where scripts/fetch_data.py takes the corpus from; empty = download it.
+SEQ2SEQ_DATA_LOCAL ?= $(wildcard ../shared/data/tatoeba-cmn-eng)
+CONFIG ?= configs/zh-en.yaml
+
+.PHONY: train test lint data bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+data/tatoeba-cmn-eng/all.zh: | $(BIN)/.installed
+	SEQ2SEQ_DATA_LOCAL="$(SEQ2SEQ_DATA_LOCAL)" $(BIN)/python scripts/fetch_data.py
+
+data: data/tatoeba-cmn-eng/all.zh
+
+train: $(BIN)/.installed data
+	$(BIN)/seq2seq train --config $(CONFIG)
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check seq2seq tests scripts
+
+clean:
+	rm -rf $(VENV) data/cache runs

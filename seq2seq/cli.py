@@ -1,0 +1,251 @@
+"""The ``seq2seq`` command: train, prepare, translate, evaluate. Wiring only."""
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+from tqdm import tqdm
+
+from seq2seq.config import DEFAULT_CONFIG, load_config
+from seq2seq.errors import UserError
+
+
+def _default_run_dir() -> str:
+    """The run directory of the default recipe (configs/zh-en.yaml), for translate/evaluate."""
+    path = Path(DEFAULT_CONFIG)
+    if path.is_file():
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return str((raw.get("train") or {}).get("run_dir", "runs/zh-en"))
+    return "runs/zh-en"
+
+
+def _device(name: str) -> torch.device:
+    from seq2seq.train import resolve_device
+
+    return resolve_device(name)
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from seq2seq.train import Trainer
+
+    cfg = load_config(args.config, args.set)
+    if args.device:
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, device=args.device))
+    if args.resume and not (Path(cfg.train.run_dir) / "last.pt").is_file():
+        raise UserError(f"--resume: no {Path(cfg.train.run_dir) / 'last.pt'} to resume from")
+    try:
+        run_dir = Trainer(cfg).fit()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    print(f'done: best model in {run_dir / "best.pt"}; try: seq2seq translate --model {run_dir} "今天天气很好"')
+
+
+def cmd_prepare(args: argparse.Namespace) -> None:
+    from seq2seq.batching import BucketSampler, padding_fraction
+    from seq2seq.dataset import prepare_data
+
+    cfg = load_config(args.config, args.set)
+    data = prepare_data(cfg.data)
+    train = data.train
+    batches = BucketSampler(train.src_lengths, train.tgt_lengths, cfg.data.batch_tokens, cfg.train.seed).epoch_batches(
+        0
+    )
+    report = dict(
+        data.report,
+        batches_per_epoch=len(batches),
+        padding_fraction=round(padding_fraction(batches, train.src_lengths, train.tgt_lengths), 4),
+    )
+    print(json.dumps(report, indent=1))
+
+
+def _read_inputs(args: argparse.Namespace) -> list[str]:
+    if args.sentences:
+        return args.sentences
+    if args.input:
+        path = Path(args.input)
+        if not path.is_file():
+            raise UserError(f"-i {path}: file not found")
+        try:
+            return path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            raise UserError(f"-i {path}: not valid UTF-8") from None
+    if sys.stdin.isatty():
+        raise UserError("nothing to translate: give sentences as arguments, -i FILE, or lines on stdin")
+    return sys.stdin.read().splitlines()
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    from seq2seq.translate import Translator, load_model
+
+    device = _device(args.device)
+    model, tokenizer, cfg = load_model(args.model or _default_run_dir(), device)
+    decode = (
+        cfg.decode if args.max_len is None else dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=args.max_len)
+    )
+    translator = Translator(model, tokenizer, decode, device)
+    sentences = _read_inputs(args)
+    beam = args.beam or cfg.decode.beam
+    nbest = min(args.nbest, beam)
+    chunk = decode.batch_sentences * 8
+    results = []
+    with tqdm(total=len(sentences), disable=not args.output, unit="sent") as bar:
+        for start in range(0, len(sentences), chunk):
+            results += translator.translate(sentences[start : start + chunk], beam, nbest)
+            bar.update(len(sentences[start : start + chunk]))
+    lines = []
+    for result in results:
+        if args.json:
+            best = result.hypotheses[0]
+            record = {"source": result.source, "translation": best[0], "score": round(best[1], 4), "tokens": best[2]}
+            if nbest > 1:
+                record["nbest"] = [{"translation": t, "score": round(s, 4)} for t, s, _ in result.hypotheses]
+            lines.append(json.dumps(record, ensure_ascii=False))
+        elif nbest > 1:
+            lines += [f"{rank}\t{s:.4f}\t{t}" for rank, (t, s, _) in enumerate(result.hypotheses, start=1)]
+        else:
+            lines.append(result.hypotheses[0][0])
+    text = "".join(line + "\n" for line in lines)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    if args.attention:
+        _save_attention(args, translator, results[0])
+
+
+def _save_attention(args: argparse.Namespace, translator, result) -> None:  # noqa: ANN001
+    from seq2seq.attention_map import cross_attention, save_heatmap
+
+    tok = translator.tokenizer
+    src = translator.encode(result.source)
+    tgt = tok.tgt.encode(result.hypotheses[0][0])
+    weights = cross_attention(translator.model, src, tgt, args.layer, args.head)
+    which = f"layer {args.layer}, " + ("mean over heads" if args.head is None else f"head {args.head}")
+    save_heatmap(
+        weights,
+        [*tok.src_pieces(src[:-1]), "<end>"],
+        [*tok.tgt_pieces(tgt), "<end>"],
+        Path(args.attention),
+        f"cross-attention ({which})",
+    )
+    print(f"attention map saved to {args.attention}", file=sys.stderr)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from seq2seq.corpus import read_lines
+    from seq2seq.evaluate import score
+
+    run_dir = Path(args.model or _default_run_dir())
+    if not args.hyp:
+        from seq2seq.translate import resolve_checkpoint
+
+        resolve_checkpoint(run_dir)  # no model: say "train first" before anything else
+    run_dir = run_dir if run_dir.is_dir() else run_dir.parent
+    src_path = Path(args.src) if args.src else run_dir / "test.src"
+    ref_path = Path(args.ref) if args.ref else run_dir / "test.tgt"
+    references = read_lines(ref_path, "--ref")
+    start = time.perf_counter()
+    if args.hyp:
+        hypotheses = read_lines(args.hyp, "--hyp")
+    else:
+        from seq2seq.translate import Translator, load_model
+
+        device = _device(args.device)
+        model, tokenizer, cfg = load_model(args.model or run_dir, device)
+        translator = Translator(model, tokenizer, cfg.decode, device)
+        sources = read_lines(src_path, "--src")
+        if len(sources) != len(references):
+            raise UserError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
+        hypotheses = [r.hypotheses[0][0] for r in translator.translate(sources, args.beam or cfg.decode.beam)]
+    seconds = time.perf_counter() - start
+    scores = score(hypotheses, references)
+    show_bleu, show_chrf = (args.bleu, args.chrf) if (args.bleu or args.chrf) else (True, True)
+    if args.json:
+        record = {
+            "sentences": len(hypotheses),
+            "seconds": round(seconds, 2),
+            "sentences_per_s": round(len(hypotheses) / max(seconds, 1e-9), 2),
+        }
+        if show_bleu:
+            record.update(bleu=round(scores.bleu, 2), bleu_signature=scores.bleu_signature)
+        if show_chrf:
+            record.update(chrf=round(scores.chrf, 2), chrf_signature=scores.chrf_signature)
+        print(json.dumps(record))
+        return
+    if show_bleu:
+        print(f"BLEU = {scores.bleu:.2f}  ({scores.bleu_signature})")
+    if show_chrf:
+        print(f"chrF = {scores.chrf:.2f}  ({scores.chrf_signature})")
+    print(f"{len(hypotheses)} sentences in {seconds:.1f}s ({len(hypotheses) / max(seconds, 1e-9):.1f} sentences/s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="seq2seq", description="Train and run encoder-decoder Transformers for translation."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    for name, help_text in (
+        ("train", "train a model (continues an existing run directory)"),
+        ("prepare", "run the data pipeline only and print its report"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default {DEFAULT_CONFIG})")
+        p.add_argument(
+            "--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override one config key"
+        )
+        if name == "train":
+            p.add_argument("--device", help="auto, cpu, cuda, cuda:N (overrides train.device)")
+            p.add_argument("--resume", action="store_true", help="require an existing last.pt to continue from")
+            p.set_defaults(func=cmd_train)
+        else:
+            p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("translate", help="translate sentences (arguments, stdin or -i FILE)")
+    p.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
+    p.add_argument("--model", help="run directory or checkpoint file (default: the zh-en recipe's run directory)")
+    p.add_argument("-i", "--input", help="file with one sentence per line")
+    p.add_argument("-o", "--output", help="write translations here (with a progress bar)")
+    p.add_argument("--beam", type=int, help="beam size (1 = greedy; default from the model's config)")
+    p.add_argument("--nbest", type=int, default=1, help="print the N best translations with scores")
+    p.add_argument("--max-len", type=int, help="maximum output length in tokens")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--attention", metavar="FILE.png", help="save the cross-attention map of the first sentence")
+    p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention (default: last)")
+    p.add_argument("--head", type=int, help="head for --attention (default: mean over heads)")
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("evaluate", help="score translations with BLEU/chrF (default: the run's test split)")
+    p.add_argument("--model", help="run directory or checkpoint file (default: the zh-en recipe's run directory)")
+    p.add_argument("--src", help="source file (default: the run's test.src)")
+    p.add_argument("--ref", help="reference file (default: the run's test.tgt)")
+    p.add_argument("--hyp", help="score this translation file instead of translating")
+    p.add_argument("--bleu", action="store_true", help="report BLEU (default: BLEU and chrF)")
+    p.add_argument("--chrf", action="store_true", help="report chrF (default: BLEU and chrF)")
+    p.add_argument("--beam", type=int, help="beam size (default from the model's config)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_evaluate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    for name in ("beam", "nbest", "max_len"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            print(f"seq2seq: error: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
+            sys.exit(2)
+    try:
+        args.func(args)
+    except UserError as err:
+        print(f"seq2seq: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except BrokenPipeError:
+        sys.exit(0)

@@ -1,0 +1,282 @@
+"""Typed, frozen, nested configuration loaded from YAML.
+
+``Config`` holds four sections (model, data, train, decode). Every key has its
+default next to it; ``configs/*.yaml`` documents each. Unknown keys, wrong types
+and impossible values raise ``UserError`` naming the file, the key and a fix.
+"""
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from seq2seq.errors import UserError
+
+DEFAULT_CONFIG = "configs/zh-en.yaml"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the Transformer."""
+
+    d_model: int = 256
+    heads: int = 4
+    head_dim: int | None = None  # None: d_model / heads (split); d_model: full width per head
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    ffn_dim: int = 1024
+    dropout: float = 0.1  # embeddings and sub-layer outputs
+    attention_dropout: float = 0.0  # attention weights
+    activation_dropout: float = 0.0  # inside the feed-forward block
+    activation: Literal["relu", "gelu"] = "relu"
+    norm: Literal["post", "pre"] = "post"
+    tie_embeddings: Literal["all", "decoder", "none"] = "all"
+    max_positions: int = 512
+    attention: Literal["sdpa", "explicit"] = "sdpa"
+
+    @property
+    def resolved_head_dim(self) -> int:
+        """Width K of one head."""
+        return self.head_dim if self.head_dim is not None else self.d_model // self.heads
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the corpus is and how it becomes batches."""
+
+    src: str | None = None  # line-aligned source file, or ...
+    tgt: str | None = None  # ... target file
+    tsv: str | None = None  # ... one TSV file with both sides
+    src_column: int = 1  # TSV column (0-based) of the source side
+    tgt_column: int = 0  # TSV column (0-based) of the target side
+    dev_src: str | None = None
+    dev_tgt: str | None = None
+    test_src: str | None = None
+    test_tgt: str | None = None
+    dev_size: int = 1000
+    test_size: int = 1000
+    split_seed: int = 1
+    max_len: int = 100
+    max_ratio: float = 9.0
+    vocab_size: int = 8000
+    joint_vocab: bool = True
+    spm_model_type: Literal["unigram", "bpe"] = "unigram"
+    character_coverage: float = 0.9995
+    batch_tokens: int = 4096
+    cache_dir: str = "data/cache"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training loop."""
+
+    run_dir: str = "runs/default"
+    seed: int = 1
+    lr: float = 1e-3
+    warmup_steps: int = 1000
+    schedule: Literal["inverse_sqrt", "constant", "cosine"] = "inverse_sqrt"
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    accum_steps: int = 1
+    max_steps: int = 0  # 0: no limit
+    max_epochs: int = 0  # 0: no limit
+    max_minutes: float = 0.0  # 0: no limit
+    eval_every: int = 500
+    eval_sentences: int = 0  # dev sentences decoded for BLEU at each validation; 0: all
+    best_metric: Literal["bleu", "chrf", "loss"] = "bleu"
+    patience: int = 0  # validations without improvement before stopping; 0: never
+    average_last: int = 0  # average the last K validation checkpoints at the end; 0: off
+    device: str = "auto"
+    precision: Literal["auto", "float32", "bf16"] = "auto"
+    threads: int = 0  # 0: all available cores
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Search settings used by validation, translate and evaluate."""
+
+    beam: int = 5
+    length_penalty: float = 1.0
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    no_repeat_ngram: int = 0
+    batch_sentences: int = 64
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole run."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict of builtins (for YAML, JSON and checkpoints)."""
+        return dataclasses.asdict(
+            self, dict_factory=lambda items: {k: list(v) if isinstance(v, tuple) else v for k, v in items}
+        )
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; return it converted."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in typing.get_args(tp):
+            return None
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _coerce(value, options[0], where)
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise UserError(f"{where}: {value!r} is not one of {list(typing.get_args(tp))}")
+        return value
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise UserError(f"{where}: expected a list of {len(args)} values, got {value!r}")
+        return tuple(_coerce(v, a, where) for v, a in zip(value, args, strict=True))
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is float and isinstance(value, str):
+        try:  # YAML reads "3e-4" as a string
+            return float(value)
+        except ValueError:
+            pass
+    if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        raise UserError(f"{where}: expected {tp.__name__}, got {value!r}")
+    return value
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    """Build dataclass ``cls`` from a mapping, rejecting unknown keys."""
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: expected a mapping of keys, got {raw!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in raw.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(fields)}"
+            raise UserError(f"{where}: unknown key '{key}'{hint}")
+        if dataclasses.is_dataclass(hints[key]):
+            kwargs[key] = _build(hints[key], value, f"{where}.{key}")
+        else:
+            kwargs[key] = _coerce(value, hints[key], f"{where}.{key}")
+    return cls(**kwargs)
+
+
+def _validate(cfg: Config, where: str) -> None:
+    """Reject impossible values with a message naming the key."""
+    m, d, t, dec = cfg.model, cfg.data, cfg.train, cfg.decode
+    # Each check is a lambda, so later ones (e.g. a modulo by heads) only run once earlier ones passed.
+    checks = [
+        (lambda: m.d_model > 0 and m.heads > 0, "model.d_model and model.heads must be positive"),
+        (
+            lambda: m.head_dim is not None or m.d_model % m.heads == 0,
+            f"model.heads={m.heads} must divide model.d_model={m.d_model} (or set model.head_dim)",
+        ),
+        (lambda: m.head_dim is None or m.head_dim > 0, "model.head_dim must be positive"),
+        (lambda: m.ffn_dim > 0, "model.ffn_dim must be positive"),
+        (
+            lambda: m.max_positions > d.max_len,
+            f"model.max_positions={m.max_positions} must exceed data.max_len={d.max_len}",
+        ),
+        (lambda: m.d_model % 2 == 0, "model.d_model must be even (sinusoidal positions pair dimensions)"),
+        (lambda: m.encoder_layers > 0 and m.decoder_layers > 0, "model.encoder_layers/decoder_layers must be > 0"),
+        (
+            lambda: all(0 <= p < 1 for p in (m.dropout, m.attention_dropout, m.activation_dropout)),
+            "model.dropout, attention_dropout and activation_dropout must be in [0, 1)",
+        ),
+        (
+            lambda: d.src is not None and d.tgt is not None or d.tsv is not None,
+            "set data.src and data.tgt (two line-aligned files) or data.tsv",
+        ),
+        (lambda: (d.dev_src is None) == (d.dev_tgt is None), "set both data.dev_src and data.dev_tgt, or neither"),
+        (lambda: (d.test_src is None) == (d.test_tgt is None), "set both data.test_src and data.test_tgt, or neither"),
+        (lambda: d.vocab_size >= 16, "data.vocab_size must be at least 16"),
+        (lambda: d.max_len > 0 and d.max_ratio > 0, "data.max_len and data.max_ratio must be positive"),
+        (
+            lambda: d.batch_tokens >= d.max_len + 2,
+            f"data.batch_tokens must be at least data.max_len + 2 = {d.max_len + 2}",
+        ),
+        (lambda: 0 < d.character_coverage <= 1, "data.character_coverage must be in (0, 1]"),
+        (lambda: d.dev_size >= 0 and d.test_size >= 0, "data.dev_size and data.test_size must be >= 0"),
+        (lambda: t.lr > 0, f"train.lr must be positive, got {t.lr}"),
+        (lambda: t.warmup_steps >= 0, "train.warmup_steps must be >= 0"),
+        (lambda: 0 <= t.label_smoothing < 1, "train.label_smoothing must be in [0, 1)"),
+        (lambda: t.clip_norm >= 0, "train.clip_norm must be >= 0 (0 disables clipping)"),
+        (lambda: t.accum_steps >= 1, "train.accum_steps must be >= 1"),
+        (lambda: t.max_steps >= 0 and t.max_epochs >= 0 and t.max_minutes >= 0, "train.max_* must be >= 0"),
+        (
+            lambda: t.max_steps or t.max_epochs or t.max_minutes,
+            "set a stop condition: train.max_steps, max_epochs or max_minutes",
+        ),
+        (lambda: t.eval_every > 0, "train.eval_every must be positive"),
+        (lambda: t.patience >= 0 and t.average_last >= 0, "train.patience and train.average_last must be >= 0"),
+        (
+            lambda: t.device == "auto" or t.device == "cpu" or t.device.startswith("cuda"),
+            f"train.device must be auto, cpu or cuda[:N], got {t.device!r}",
+        ),
+        (lambda: dec.beam >= 1 and dec.batch_sentences >= 1, "decode.beam and decode.batch_sentences must be >= 1"),
+        (lambda: dec.max_len_a >= 0 and dec.max_len_b >= 1, "decode.max_len_a must be >= 0 and decode.max_len_b >= 1"),
+        (lambda: m.tie_embeddings != "all" or d.joint_vocab, "model.tie_embeddings=all needs data.joint_vocab=true"),
+    ]
+    for ok, message in checks:
+        if not ok():
+            raise UserError(f"{where}: {message}")
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """'train.lr=3e-4' -> (['train', 'lr'], 0.0003), the value read as YAML."""
+    if "=" not in text:
+        raise UserError(f"--set {text!r}: expected section.key=value, e.g. train.lr=3e-4")
+    key, value = text.split("=", 1)
+    return key.strip().split("."), yaml.safe_load(value)
+
+
+def config_from_dict(raw: dict[str, Any], where: str, overrides: list[str] = ()) -> Config:
+    """Build and validate a Config from a nested dict plus ``section.key=value`` overrides."""
+    if not isinstance(raw, dict):
+        raise UserError(
+            f"{where}: expected a mapping of sections (model, data, train, decode), got {type(raw).__name__}"
+        )
+    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for text in overrides:
+        path, value = parse_override(text)
+        if len(path) != 2:
+            raise UserError(f"--set {text!r}: expected section.key=value, e.g. train.lr=3e-4")
+        section = raw.setdefault(path[0], {})
+        if not isinstance(section, dict):
+            raise UserError(f"--set {text!r}: '{path[0]}' is not a section")
+        section[path[1]] = value
+    cfg = _build(Config, raw, where)
+    _validate(cfg, where)
+    return cfg
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
+    """Read a YAML config file (safe_load) and apply ``--set`` overrides."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file {path} not found; see configs/ for examples")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise UserError(f"{path}{line}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    return config_from_dict({} if raw is None else raw, str(path), overrides)
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    """Write the resolved config as YAML."""
+    path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")

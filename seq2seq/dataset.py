@@ -1,0 +1,236 @@
+"""From config to ready-to-batch data: split, tokenizer, encoded tensors, cache.
+
+``prepare_data`` runs the whole pipeline once and caches the result under
+``data.cache_dir/<key>``, the key hashing the corpus bytes, the data settings and
+the pipeline version, so a second run starts in seconds and any change to the
+corpus or settings rebuilds. The tokenizer and the dev/test text are copied into
+the run directory, which then holds everything ``translate`` and ``evaluate`` need.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from seq2seq.batching import Batch, make_batch
+from seq2seq.config import DataConfig
+from seq2seq.corpus import Split, make_splits
+from seq2seq.errors import UserError
+from seq2seq.tokenizer import Tokenizer
+
+PIPELINE_VERSION = 1
+# Settings that do not change the encoded data, so they stay out of the cache key.
+_NOT_IN_KEY = {"batch_tokens", "cache_dir"}
+
+
+@dataclass
+class EncodedSplit:
+    """Id sequences stored flat: ``tokens[offsets[i]:offsets[i+1]]`` is sentence i."""
+
+    src_tokens: Tensor  # (total source ids,) int32
+    src_offsets: Tensor  # (n + 1,) int64
+    tgt_tokens: Tensor
+    tgt_offsets: Tensor
+
+    @classmethod
+    def from_lists(cls, src: list[list[int]], tgt: list[list[int]]) -> "EncodedSplit":
+        def flat(seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
+            lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+            offsets = torch.zeros(len(seqs) + 1, dtype=torch.long)
+            offsets[1:] = lengths.cumsum(0)
+            tokens = torch.tensor([i for s in seqs for i in s], dtype=torch.int32)
+            return tokens, offsets
+
+        return cls(*flat(src), *flat(tgt))
+
+    def __len__(self) -> int:
+        return len(self.src_offsets) - 1
+
+    @property
+    def src_lengths(self) -> Tensor:
+        return self.src_offsets.diff()
+
+    @property
+    def tgt_lengths(self) -> Tensor:
+        return self.tgt_offsets.diff()
+
+    def batch(self, indices: Tensor) -> Batch:
+        """Padded batch of the given sentence indices."""
+        return make_batch(self.src_tokens, self.src_offsets, self.tgt_tokens, self.tgt_offsets, indices)
+
+    def state(self) -> dict[str, Tensor]:
+        return asdict(self)
+
+
+@dataclass
+class FilterCounts:
+    """Pairs dropped from training, by reason."""
+
+    empty: int = 0
+    too_long: int = 0
+    ratio: int = 0
+
+
+def encode_train(
+    split: Split, tokenizer: Tokenizer, max_len: int, max_ratio: float
+) -> tuple[EncodedSplit, FilterCounts]:
+    """Encode the training pairs, filtering empty sides, overlong and badly proportioned pairs."""
+    counts = FilterCounts()
+    src_ids, tgt_ids = [], []
+    for s, t in zip(split.src, split.tgt, strict=True):
+        if not s or not t:
+            counts.empty += 1
+            continue
+        x, y = tokenizer.encode_src(s), tokenizer.encode_tgt(t)
+        if len(x) > max_len or len(y) + 1 > max_len:
+            counts.too_long += 1
+        elif max(len(x), len(y) + 1) > max_ratio * min(len(x), len(y) + 1):
+            counts.ratio += 1
+        else:
+            src_ids.append(x)
+            tgt_ids.append(y)
+    return EncodedSplit.from_lists(src_ids, tgt_ids), counts
+
+
+def encode_eval(split: Split, tokenizer: Tokenizer) -> EncodedSplit:
+    """Encode a dev/test split unfiltered (every sentence gets scored)."""
+    return EncodedSplit.from_lists(
+        [tokenizer.encode_src(s) for s in split.src], [tokenizer.encode_tgt(t) for t in split.tgt]
+    )
+
+
+@dataclass
+class PreparedData:
+    """Everything training needs from the data side."""
+
+    tokenizer: Tokenizer
+    train: EncodedSplit
+    dev: EncodedSplit
+    dev_text: Split
+    test_text: Split
+    report: dict
+
+
+def _file_digest(path: str | None, digest: "hashlib._Hash") -> None:
+    """Add a file's size and bytes (or a marker for an absent one) to ``digest``."""
+    if path is None:
+        digest.update(b"none;")
+        return
+    try:
+        digest.update(f"{os.path.getsize(path)};".encode())  # delimits files: no two corpora hash alike
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        raise UserError(
+            f"data file {path} not found or unreadable; fetch it with scripts/fetch_data.py or fix the path"
+        ) from None
+
+
+def cache_key(cfg: DataConfig) -> str:
+    """Hash of the corpus files' bytes, the data settings and the pipeline version."""
+    digest = hashlib.sha256()
+    settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
+    digest.update(json.dumps([PIPELINE_VERSION, settings], sort_keys=True).encode())
+    for path in (cfg.tsv, cfg.src, cfg.tgt, cfg.dev_src, cfg.dev_tgt, cfg.test_src, cfg.test_tgt):
+        _file_digest(path, digest)
+    return digest.hexdigest()[:16]
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def _read_split(directory: Path, name: str) -> Split:
+    read = lambda side: (directory / f"{name}.{side}").read_text(encoding="utf-8").splitlines()  # noqa: E731
+    return Split(read("src"), read("tgt"))
+
+
+def _build(cfg: DataConfig, directory: Path) -> None:
+    """Run the pipeline and write its results into ``directory``."""
+    start = time.perf_counter()
+    splits = make_splits(cfg)
+    if len(splits.train) == 0:
+        raise UserError("data: no training pairs left after the dev/test split; lower data.dev_size/test_size")
+    tokenizer = Tokenizer.train(
+        splits.train.src, splits.train.tgt, cfg.vocab_size, cfg.joint_vocab, cfg.spm_model_type, cfg.character_coverage
+    )
+    tokenizer.save(directory)
+    train, counts = encode_train(splits.train, tokenizer, cfg.max_len, cfg.max_ratio)
+    if len(train) == 0:
+        raise UserError("data: every training pair was filtered out; check data.max_len and data.max_ratio")
+    dev = encode_eval(splits.dev, tokenizer)
+    torch.save({"train": train.state(), "dev": dev.state()}, directory / "encoded.pt")
+    for name, split in (("dev", splits.dev), ("test", splits.test)):
+        _write_lines(directory / f"{name}.src", split.src)
+        _write_lines(directory / f"{name}.tgt", split.tgt)
+    report = {
+        "pairs_read": splits.read,
+        "duplicates_removed": splits.duplicates,
+        "overlap_removed": splits.overlap,
+        "filtered_empty": counts.empty,
+        "filtered_too_long": counts.too_long,
+        "filtered_ratio": counts.ratio,
+        "train": len(train),
+        "dev": len(splits.dev),
+        "test": len(splits.test),
+        "src_vocab": tokenizer.src_vocab_size,
+        "tgt_vocab": tokenizer.tgt_vocab_size,
+        "build_seconds": round(time.perf_counter() - start, 2),
+    }
+    (directory / "report.json").write_text(json.dumps(report, indent=1))
+
+
+def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
+    """Build (or load from cache) the encoded splits and tokenizer; fill ``run_dir``."""
+    directory = Path(cfg.cache_dir) / cache_key(cfg)
+    cached = (directory / "report.json").is_file()
+    if not cached:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".build-"))
+        try:
+            _build(cfg, tmp)
+            tmp.rename(directory)  # atomic: a half-built cache is never seen
+        except OSError:  # another process finished first
+            if not (directory / "report.json").is_file():
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    start = time.perf_counter()
+    encoded = torch.load(directory / "encoded.pt", weights_only=True)
+    report = json.loads((directory / "report.json").read_text())
+    report.update(cache=str(directory), cache_hit=cached, load_seconds=round(time.perf_counter() - start, 2))
+    tokenizer = Tokenizer.load(directory)
+    if run_dir is not None:
+        _install_into_run(directory, Path(run_dir))
+    return PreparedData(
+        tokenizer,
+        EncodedSplit(**encoded["train"]),
+        EncodedSplit(**encoded["dev"]),
+        _read_split(directory, "dev"),
+        _read_split(directory, "test"),
+        report,
+    )
+
+
+def _install_into_run(cache: Path, run_dir: Path) -> None:
+    """Copy tokenizer and dev/test text into the run directory (refusing a different tokenizer)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    wanted = {path.name: path.read_bytes() for path in cache.glob("spm*.model")}
+    present = {path.name: path.read_bytes() for path in run_dir.glob("spm*.model")}
+    if present and present != wanted:
+        raise UserError(
+            f"{run_dir} holds a model trained with another tokenizer or corpus; "
+            "choose a new train.run_dir (or delete the old run)"
+        )
+    for name, model in wanted.items():
+        (run_dir / name).write_bytes(model)
+    for name in ("dev.src", "dev.tgt", "test.src", "test.tgt"):
+        shutil.copyfile(cache / name, run_dir / name)

@@ -1,0 +1,261 @@
+"""Building blocks of the Transformer, in the order the paper introduces them.
+
+attention -> multi-head attention -> feed-forward -> positional encoding ->
+embeddings -> encoder layer -> decoder layer. Masks follow ``seq2seq.masks``
+(boolean, True = may attend).
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def explicit_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q Kᵀ / √K) V, written out; returns (output, weights).
+
+    q (B, H, T, K), k and v (B, H, S, K), mask broadcastable to (B, H, T, S).
+    Dividing by √K keeps the dot products at unit variance whatever the head
+    width, so softmax does not saturate into one-hot weights with tiny gradients.
+    Masked logits get the dtype's most negative finite value (not -1e9, which
+    overflows float16); since no row is fully masked, no NaN can appear.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v, weights  # (B, H, T, K), (B, H, T, S)
+
+
+class MultiHeadAttention(nn.Module):
+    """Project to H heads of width K, attend in each, concatenate, project back.
+
+    ``head_dim = d_model / heads`` splits the width across heads (the paper's
+    choice: same cost as one full-width head); ``head_dim = d_model`` gives every
+    head the full width (H times the cost, more capacity per head).
+    """
+
+    def __init__(self, d_model: int, heads: int, head_dim: int, dropout: float, explicit: bool = False) -> None:
+        super().__init__()
+        self.heads, self.head_dim, self.dropout, self.explicit = heads, head_dim, dropout, explicit
+        self.q_proj = nn.Linear(d_model, heads * head_dim)
+        self.k_proj = nn.Linear(d_model, heads * head_dim)
+        self.v_proj = nn.Linear(d_model, heads * head_dim)
+        self.out_proj = nn.Linear(heads * head_dim, d_model)
+
+    def _split(self, x: Tensor) -> Tensor:
+        b, length, _ = x.shape
+        return x.view(b, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, L, K)
+
+    def keys_values(self, source: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values (B, H, S, K) of a source (B, S, D); cacheable."""
+        return self._split(self.k_proj(source)), self._split(self.v_proj(source))
+
+    def weights(self, query: Tensor, keys: Tensor, mask: Tensor | None) -> Tensor:
+        """Attention weights (B, H, T, S), for inspection (e.g. heat maps)."""
+        q = self._split(self.q_proj(query))
+        return explicit_attention(q, keys, keys, mask)[1]
+
+    def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
+        """query (B, T, D), keys/values (B, H, S, K), mask -> (B, T, D)."""
+        q = self._split(self.q_proj(query))  # (B, H, T, K)
+        p = self.dropout if self.training else 0.0
+        if self.explicit:
+            out = explicit_attention(q, keys, values, mask, p)[0]
+        else:
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
+        b, _, t, _ = out.shape
+        out = out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)  # (B, T, H*K)
+        return self.out_proj(out)
+
+
+class FeedForward(nn.Module):
+    """Position-wise D -> F -> D with ReLU or GELU (dropout on the F-wide activation)."""
+
+    def __init__(self, d_model: int, ffn_dim: int, dropout: float, activation: str) -> None:
+        super().__init__()
+        self.up = nn.Linear(d_model, ffn_dim)
+        self.down = nn.Linear(ffn_dim, d_model)
+        self.act = nn.GELU() if activation == "gelu" else nn.ReLU()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, L, D)."""
+        return self.down(self.dropout(self.act(self.up(x))))
+
+
+def sinusoids(length: int, d_model: int) -> Tensor:
+    """Positional table (L, D): sin on even dimensions, cos on odd ones.
+
+    Dimension pair i has wavelength 2π·10000^(2i/D), so every position gets a
+    unique code and a fixed offset is a linear map of it.
+    """
+    position = torch.arange(length, dtype=torch.float32)[:, None]  # (L, 1)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(length, d_model)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq[: d_model // 2])
+    return table
+
+
+class Embedding(nn.Module):
+    """Token embedding scaled by √D, plus sinusoidal positions, then dropout.
+
+    The scaling puts token vectors (initialised with std D^-1/2) on the same
+    unit scale as the positional code they are added to.
+    """
+
+    def __init__(self, tokens: nn.Embedding, dropout: float, max_positions: int) -> None:
+        super().__init__()
+        self.tokens = tokens
+        self.scale = math.sqrt(tokens.embedding_dim)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("positions", sinusoids(max_positions, tokens.embedding_dim), persistent=False)
+
+    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        """ids (B, L) starting at position ``offset`` -> (B, L, D)."""
+        end = offset + ids.size(1)
+        if end > self.positions.size(0):
+            raise ValueError(f"sequence of {end} positions exceeds max_positions={self.positions.size(0)}")
+        x = self.tokens(ids) * self.scale + self.positions[offset:end].to(self.tokens.weight.dtype)
+        return self.dropout(x)
+
+
+class _Residual(nn.Module):
+    """Add & Norm around one sub-layer: post-norm LN(x + f(x)) or pre-norm x + f(LN(x))."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def inner(self, x: Tensor) -> Tensor:
+        """What the sub-layer reads: LN(x) in pre-norm, x itself in post-norm."""
+        return self.norm(x) if self.pre_norm else x
+
+    def add(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        """Residual sum, normalised afterwards in post-norm."""
+        x = x + self.dropout(sublayer_out)
+        return x if self.pre_norm else self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each wrapped in Add & Norm."""
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        head_dim: int,
+        ffn_dim: int,
+        dropout: float,
+        attention_dropout: float,
+        activation_dropout: float,
+        activation: str,
+        pre_norm: bool,
+        explicit: bool,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, heads, head_dim, attention_dropout, explicit)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, activation)
+        self.attn_res = _Residual(d_model, dropout, pre_norm)
+        self.ffn_res = _Residual(d_model, dropout, pre_norm)
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D)."""
+        h = self.attn_res.inner(x)
+        x = self.attn_res.add(x, self.self_attn(h, *self.self_attn.keys_values(h), src_mask))
+        return self.ffn_res.add(x, self.ffn(self.ffn_res.inner(x)))
+
+
+@dataclass
+class DecoderCache:
+    """Keys/values kept between decoding steps, one entry per decoder layer.
+
+    Self-attention keys/values grow by one position per step; cross-attention
+    keys/values are computed from the encoder output once per sentence.
+    """
+
+    self_kv: list[tuple[Tensor, Tensor]] = field(default_factory=list)
+    cross_kv: list[tuple[Tensor, Tensor]] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        """Target positions already decoded."""
+        return self.self_kv[0][0].size(2) if self.self_kv else 0
+
+    def reorder(self, index: Tensor) -> None:
+        """Reorder the self-attention cache rows (beam search keeps beams (index)).
+
+        ``index`` (B*N,) must map each row to a row of the same sentence: the
+        cross-attention keys/values are equal across a sentence's beams, so they
+        are shared and need no copy.
+        """
+        self.self_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.self_kv]
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder output, feed-forward."""
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        head_dim: int,
+        ffn_dim: int,
+        dropout: float,
+        attention_dropout: float,
+        activation_dropout: float,
+        activation: str,
+        pre_norm: bool,
+        explicit: bool,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, heads, head_dim, attention_dropout, explicit)
+        self.cross_attn = MultiHeadAttention(d_model, heads, head_dim, attention_dropout, explicit)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, activation)
+        self.self_res = _Residual(d_model, dropout, pre_norm)
+        self.cross_res = _Residual(d_model, dropout, pre_norm)
+        self.ffn_res = _Residual(d_model, dropout, pre_norm)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        self_mask: Tensor | None,
+        src_mask: Tensor,
+        cache: DecoderCache | None = None,
+        index: int = 0,
+    ) -> Tensor:
+        """x (B, T, D), memory (B, S, D) -> (B, T, D).
+
+        With ``cache``, x holds only the new positions; this layer's entry
+        ``index`` of the cache is extended (self) or created once (cross).
+        """
+        h = self.self_res.inner(x)
+        keys, values = self.self_attn.keys_values(h)
+        if cache is not None:
+            if index < len(cache.self_kv):
+                old_k, old_v = cache.self_kv[index]
+                keys, values = torch.cat([old_k, keys], dim=2), torch.cat([old_v, values], dim=2)
+                cache.self_kv[index] = (keys, values)
+            else:
+                cache.self_kv.append((keys, values))
+        x = self.self_res.add(x, self.self_attn(h, keys, values, self_mask))
+
+        if cache is not None and index < len(cache.cross_kv):
+            cross_k, cross_v = cache.cross_kv[index]
+        else:
+            cross_k, cross_v = self.cross_attn.keys_values(memory)
+            if cache is not None:
+                cache.cross_kv.append((cross_k, cross_v))
+        h = self.cross_res.inner(x)
+        x = self.cross_res.add(x, self.cross_attn(h, cross_k, cross_v, src_mask))
+        return self.ffn_res.add(x, self.ffn(self.ffn_res.inner(x)))

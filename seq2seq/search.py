@@ -1,0 +1,179 @@
+"""Greedy and beam search: plain, batched functions over any encoder-decoder
+with ``encode``, ``decode`` and ``logits`` (see ``seq2seq.model.Transformer``).
+
+Both start every hypothesis from ``<start>``, feed one new position per step
+through a ``DecoderCache`` (``use_cache=False`` re-runs the decoder on the whole
+prefix instead: slower, same result, kept for tests and benchmarks), stop a
+sentence at ``<end>`` or at ``max_len_a · len(src) + max_len_b`` tokens, and stop
+the batch when every sentence is done.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seq2seq.layers import DecoderCache
+from seq2seq.masks import padding_mask
+from seq2seq.tokenizer import BOS, EOS, PAD
+
+
+@dataclass
+class Hypothesis:
+    """One output: ids without <start>/<end>, and its score.
+
+    Greedy scores are the summed log-probability; beam scores are divided by the
+    GNMT length penalty ((5 + L) / 6)^α, L counting the <end> token.
+    """
+
+    tokens: list[int]
+    score: float
+
+
+def length_limits(src: Tensor, max_len_a: float, max_len_b: int, max_positions: int) -> Tensor:
+    """Per-sentence output limit (B,) = a·len(src) + b, within the position table."""
+    src_len = (src != PAD).sum(dim=1)
+    return (max_len_a * src_len + max_len_b).long().clamp(1, max_positions - 1)
+
+
+def _step_log_probs(
+    model: nn.Module, tokens: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None
+) -> Tensor:
+    """Log-probabilities (B, V) of the next token after the prefixes ``tokens`` (B, t)."""
+    new = tokens[:, -1:] if cache is not None else tokens
+    states = model.decode(new, memory, src_mask, cache)  # (B, 1 or t, D)
+    return F.log_softmax(model.logits(states[:, -1]).float(), dim=-1)
+
+
+@torch.no_grad()
+def greedy_search(
+    model: nn.Module, src: Tensor, max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True
+) -> list[Hypothesis]:
+    """Most probable token at every step, for a batch of sources (B, S)."""
+    src_mask = padding_mask(src, PAD)
+    memory = model.encode(src, src_mask)
+    limits = length_limits(src, max_len_a, max_len_b, model.cfg.max_positions).tolist()
+    b = src.size(0)
+    tokens = torch.full((b, 1), BOS, dtype=torch.long, device=src.device)
+    cache = DecoderCache() if use_cache else None
+    done = [False] * b
+    outputs: list[list[int]] = [[] for _ in range(b)]
+    scores = [0.0] * b
+    for step in range(max(limits)):
+        log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)
+        best_score, best = log_probs.max(dim=-1)
+        for i, (token, score) in enumerate(zip(best.tolist(), best_score.tolist(), strict=True)):
+            if done[i]:
+                continue
+            scores[i] += score
+            if token == EOS:
+                done[i] = True
+            else:
+                outputs[i].append(token)
+                done[i] = step + 1 >= limits[i]
+        if all(done):
+            break
+        next_tokens = torch.tensor(
+            [PAD if d else t for d, t in zip(done, best.tolist(), strict=True)], device=src.device
+        )
+        tokens = torch.cat([tokens, next_tokens[:, None]], dim=1)  # (B, t+1)
+    return [Hypothesis(out, score) for out, score in zip(outputs, scores, strict=True)]
+
+
+def _banned_tokens(prefix: list[int], n: int) -> set[int]:
+    """Tokens that would repeat an n-gram already present in ``prefix``."""
+    if n <= 0 or len(prefix) < n:
+        return set()
+    tail = tuple(prefix[len(prefix) - n + 1 :])
+    return {prefix[i + n - 1] for i in range(len(prefix) - n + 1) if tuple(prefix[i : i + n - 1]) == tail}
+
+
+def _length_penalty(length: int, alpha: float) -> float:
+    """GNMT length penalty ((5 + L) / 6)^α: α = 0 ranks by raw log-probability."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: nn.Module,
+    src: Tensor,
+    beam: int = 5,
+    length_penalty: float = 1.0,
+    nbest: int = 1,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    no_repeat_ngram: int = 0,
+    use_cache: bool = True,
+) -> list[list[Hypothesis]]:
+    """Beam search for sources (B, S); returns the ``nbest`` best hypotheses per sentence.
+
+    Every step scores the N·V extensions of each sentence's N live beams and
+    looks at the best 2N: an ``<end>`` among the top N finishes a hypothesis,
+    the best N others live on. A sentence is done once it holds N finished
+    hypotheses (or reaches its length limit, which finishes the live beams).
+    The encoder output and the cross-attention keys/values are computed once and
+    shared by a sentence's beams; only the self-attention cache is reordered.
+    """
+    n, b = beam, src.size(0)
+    src_mask = padding_mask(src, PAD)
+    memory = model.encode(src, src_mask).repeat_interleave(n, dim=0)  # (B*N, S, D)
+    src_mask = src_mask.repeat_interleave(n, dim=0)  # (B*N, 1, 1, S)
+    limits = length_limits(src, max_len_a, max_len_b, model.cfg.max_positions).tolist()
+    tokens = torch.full((b * n, 1), BOS, dtype=torch.long, device=src.device)
+    beam_scores = torch.zeros(b, n, device=src.device)
+    beam_scores[:, 1:] = float("-inf")  # all beams start equal: expand only the first
+    cache = DecoderCache() if use_cache else None
+    finished: list[list[Hypothesis]] = [[] for _ in range(b)]
+    done = [False] * b
+    for step in range(max(limits)):
+        log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)  # (B*N, V)
+        vocab = log_probs.size(-1)
+        if no_repeat_ngram > 0:
+            for row, prefix in enumerate(tokens[:, 1:].tolist()):
+                banned = _banned_tokens(prefix, no_repeat_ngram)
+                if banned:
+                    log_probs[row, list(banned)] = float("-inf")
+        candidates = (beam_scores.view(-1, 1) + log_probs).view(b, n * vocab)  # (B, N*V)
+        top_scores, top_index = candidates.topk(2 * n, dim=1)  # (B, 2N)
+        rows, next_tokens, next_scores = [], [], []
+        prefixes = tokens[:, 1:].tolist()
+        for i, (scores_i, index_i) in enumerate(zip(top_scores.tolist(), top_index.tolist(), strict=True)):
+            keep: list[tuple[int, int, float]] = []
+            if not done[i]:
+                for rank, (score, flat) in enumerate(zip(scores_i, index_i, strict=True)):
+                    row, token = i * n + flat // vocab, flat % vocab
+                    if score == float("-inf"):
+                        break
+                    if token == EOS:
+                        if rank < n:
+                            length = step + 1
+                            finished[i].append(
+                                Hypothesis(prefixes[row], score / _length_penalty(length, length_penalty))
+                            )
+                    else:
+                        keep.append((row, token, score))
+                    if len(keep) == n:
+                        break
+                if step + 1 >= limits[i]:  # out of room: the live beams end here
+                    finished[i].extend(
+                        Hypothesis(prefixes[r] + [t], s / _length_penalty(step + 1, length_penalty)) for r, t, s in keep
+                    )
+                done[i] = len(finished[i]) >= n or step + 1 >= limits[i] or not keep
+            if done[i]:
+                keep = []
+            keep += [(i * n, PAD, float("-inf"))] * (n - len(keep))  # filler rows for done sentences
+            for row, token, score in keep:
+                rows.append(row)
+                next_tokens.append(token)
+                next_scores.append(score)
+        if all(done):
+            break
+        order = torch.tensor(rows, device=src.device)
+        if cache is not None:
+            cache.reorder(order)
+        tokens = torch.cat(
+            [tokens.index_select(0, order), torch.tensor(next_tokens, device=src.device)[:, None]], dim=1
+        )
+        beam_scores = torch.tensor(next_scores, device=src.device).view(b, n)
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]

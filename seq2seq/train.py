@@ -1,0 +1,399 @@
+"""The training loop: teacher forcing, label-smoothed cross-entropy, warmup
+schedule, clipping, accumulation, periodic validation (loss, BLEU, chrF),
+atomic checkpoints and exact resume.
+
+The trainer knows the model only through ``forward(src, tgt_in) -> logits`` and
+the data only through ``PreparedData``.
+"""
+
+import json
+import math
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from seq2seq.batching import Batch, BucketSampler
+from seq2seq.checkpoint import average_models, load_checkpoint, save_checkpoint
+from seq2seq.config import Config, TrainConfig, save_config
+from seq2seq.dataset import EncodedSplit, PreparedData, prepare_data
+from seq2seq.errors import UserError
+from seq2seq.evaluate import score
+from seq2seq.model import Transformer
+from seq2seq.tokenizer import PAD
+from seq2seq.translate import search_ids
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' -> CUDA when present, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device {name!r} asked for, but no CUDA GPU is available; use --device cpu")
+    return torch.device(name)
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def use_bf16(precision: str, device: torch.device) -> bool:
+    """Whether to autocast to bfloat16: 'auto' picks it where the hardware is fast at it."""
+    if precision == "auto":
+        if device.type == "cuda":
+            return torch.cuda.is_bf16_supported()
+        return cpu_has_fast_bf16()
+    return precision == "bf16"
+
+
+def autocast(device: torch.device, bf16: bool) -> Any:
+    """bf16 autocast context (or a no-op)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """Multiplier of ``cfg.lr`` at ``step``: linear warmup, then the chosen decay."""
+    warmup = max(cfg.warmup_steps, 1)
+    if step < warmup:
+        return (step + 1) / warmup
+    if cfg.schedule == "inverse_sqrt":
+        return math.sqrt(warmup / (step + 1))
+    if cfg.schedule == "cosine" and cfg.max_steps > warmup:
+        progress = min((step - warmup) / (cfg.max_steps - warmup), 1.0)
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    return 1.0
+
+
+def batch_loss(model: nn.Module, batch: Batch, label_smoothing: float, bf16: bool) -> torch.Tensor:
+    """Summed label-smoothed cross-entropy over non-pad target tokens (teacher forcing)."""
+    with autocast(batch.src.device, bf16):
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(),
+        batch.tgt_out.flatten(),
+        ignore_index=PAD,
+        label_smoothing=label_smoothing,
+        reduction="sum",
+    )
+
+
+@torch.no_grad()
+def dev_loss(model: nn.Module, dev: EncodedSplit, batch_tokens: int, device: torch.device, bf16: bool) -> float:
+    """Per-token cross-entropy (no smoothing) on the dev split."""
+    model.eval()
+    total, tokens = 0.0, 0
+    for idx in BucketSampler(dev.src_lengths, dev.tgt_lengths, batch_tokens, seed=0, shuffle=False).epoch_batches(0):
+        batch = dev.batch(idx).to(device)
+        total += float(batch_loss(model, batch, 0.0, bf16))
+        tokens += batch.tokens
+    model.train()
+    return total / max(tokens, 1)
+
+
+@dataclass
+class Progress:
+    """Counters that a checkpoint carries across a resume."""
+
+    step: int = 0
+    elapsed: float = 0.0  # seconds trained, over all sessions
+    best: float | None = None
+    bad_evals: int = 0
+    kept: list[str] = field(default_factory=list)  # checkpoints kept for averaging
+
+
+class Trainer:
+    """Owns model, optimizer, schedule, sampler and run directory for one run."""
+
+    def __init__(self, cfg: Config, device: torch.device | None = None) -> None:
+        self.cfg, self.tc = cfg, cfg.train
+        self.run_dir = Path(self.tc.run_dir)
+        self.device = device or resolve_device(self.tc.device)
+        self.bf16 = use_bf16(self.tc.precision, self.device)
+        torch.set_num_threads(self.tc.threads or len(os.sched_getaffinity(0)))
+        torch.manual_seed(self.tc.seed)
+        random.seed(self.tc.seed)
+        self.data: PreparedData = prepare_data(cfg.data, self.run_dir)
+        tok = self.data.tokenizer
+        self.model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD).to(self.device)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=self.tc.lr, betas=tuple(self.tc.adam_betas), weight_decay=self.tc.weight_decay
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: lr_factor(step, self.tc))
+        train = self.data.train
+        self.sampler = BucketSampler(train.src_lengths, train.tgt_lengths, cfg.data.batch_tokens, self.tc.seed)
+        self.progress = Progress()
+
+    # -- checkpoints -----------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue exactly from here."""
+        p = self.progress
+        return {
+            "model": self.model.state_dict(),
+            "config": self.cfg.to_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "python": list(random.getstate()[1]),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            },
+            "progress": {
+                "step": p.step,
+                "elapsed": p.elapsed,
+                "best": p.best,
+                "bad_evals": p.bad_evals,
+                "kept": p.kept,
+            },
+        }
+
+    def resume(self) -> bool:
+        """Continue from ``last.pt`` when the run directory has one; True if it did."""
+        path = self.run_dir / "last.pt"
+        if not path.is_file():
+            return False
+        state = load_checkpoint(path)
+        for section in ("model", "data"):
+            if state["config"][section] != self.cfg.to_dict()[section]:
+                raise UserError(
+                    f"{self.run_dir} was trained with a different '{section}' config; "
+                    "resume with the same config or choose a new train.run_dir"
+                )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["sampler"])
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate((3, tuple(state["rng"]["python"]), None))
+        if state["rng"]["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        self.progress = Progress(**state["progress"])
+        return True
+
+    # -- validation ------------------------------------------------------
+    def validate(self) -> dict[str, float]:
+        """Dev loss and perplexity; BLEU and chrF of greedy output."""
+        loss = dev_loss(self.model, self.data.dev, self.cfg.data.batch_tokens, self.device, self.bf16)
+        result = {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50.0))}
+        n = self.tc.eval_sentences or len(self.data.dev)
+        sources = [
+            self.data.dev.src_tokens[a:b].tolist()
+            for a, b in zip(
+                self.data.dev.src_offsets[:n].tolist(), self.data.dev.src_offsets[1 : n + 1].tolist(), strict=True
+            )
+        ]
+        if sources:
+            self.model.eval()
+            with autocast(self.device, self.bf16):
+                found = search_ids(self.model, sources, self.cfg.decode, self.device, beam=1)
+            self.model.train()
+            hyps = [self.data.tokenizer.decode_tgt(h[0].tokens) for h in found]
+            scores = score(hyps, self.data.dev_text.tgt[:n])
+            result.update(dev_bleu=scores.bleu, dev_chrf=scores.chrf)
+        return result
+
+    def _metric(self, result: dict[str, float]) -> float:
+        """The configured best-metric, oriented so that larger is better."""
+        name = self.tc.best_metric
+        return -result["dev_loss"] if name == "loss" or "dev_bleu" not in result else result[f"dev_{name}"]
+
+    def _after_validation(self, result: dict[str, float]) -> None:
+        """Save last/best (and an averaging snapshot); update early-stopping counters."""
+        p = self.progress
+        metric = self._metric(result)
+        improved = p.best is None or metric > p.best
+        p.best, p.bad_evals = (metric, 0) if improved else (p.best, p.bad_evals + 1)
+        state = self.state()
+        save_checkpoint(state, self.run_dir / "last.pt")
+        if improved:
+            save_checkpoint(
+                {"model": state["model"], "config": state["config"], "step": p.step, **result}, self.run_dir / "best.pt"
+            )
+        if self.tc.average_last:
+            name = f"snapshot-{p.step}.pt"
+            save_checkpoint({"model": state["model"], "config": state["config"]}, self.run_dir / name)
+            p.kept.append(name)
+            while len(p.kept) > self.tc.average_last:
+                (self.run_dir / p.kept.pop(0)).unlink(missing_ok=True)
+
+    def _average(self, log: Any) -> None:
+        """Average the kept snapshots; keep the average as best.pt if it validates better."""
+        paths = [self.run_dir / name for name in self.progress.kept]
+        if len(paths) < 2:
+            return
+        trained = {k: v.clone() for k, v in self.model.state_dict().items()}
+        self.model.load_state_dict(average_models(paths))
+        result = self.validate()
+        metric = self._metric(result)
+        log(f"average of last {len(paths)} checkpoints: " + _format(result))
+        if self.progress.best is None or metric > self.progress.best:
+            self.progress.best = metric
+            save_checkpoint(
+                {
+                    "model": self.model.state_dict(),
+                    "config": self.cfg.to_dict(),
+                    "step": self.progress.step,
+                    "averaged": len(paths),
+                    **result,
+                },
+                self.run_dir / "best.pt",
+            )
+            log("the average is the new best.pt")
+        self.model.load_state_dict(trained)
+
+    # -- the loop --------------------------------------------------------
+    def _stop_reason(self, started: float, elapsed_before: float) -> str | None:
+        tc, p = self.tc, self.progress
+        if tc.max_steps and p.step >= tc.max_steps:
+            return f"reached train.max_steps={tc.max_steps}"
+        if tc.max_epochs and self.sampler.epoch >= tc.max_epochs:
+            return f"reached train.max_epochs={tc.max_epochs}"
+        if tc.max_minutes and elapsed_before + time.perf_counter() - started >= tc.max_minutes * 60:
+            return f"reached train.max_minutes={tc.max_minutes:g}"
+        if tc.patience and p.bad_evals >= tc.patience:
+            return f"no dev improvement in {tc.patience} validations (train.patience)"
+        return None
+
+    def train_step(self) -> tuple[float, int]:
+        """One optimizer step over ``accum_steps`` batches -> (mean loss per token, target tokens)."""
+        sampler_before, rng_before = self.sampler.state_dict(), torch.get_rng_state()
+        try:
+            batches = [self.data.train.batch(next(self._batches)).to(self.device) for _ in range(self.tc.accum_steps)]
+            tokens = sum(b.tokens for b in batches)
+            total = 0.0
+            for batch in batches:
+                loss = batch_loss(self.model, batch, self.tc.label_smoothing, self.bf16)
+                (loss / tokens).backward()
+                total += loss.item()
+        except KeyboardInterrupt:  # the step never happened: rewind so that resume repeats it
+            self.sampler.load_state_dict(sampler_before)
+            torch.set_rng_state(rng_before)
+            self.optimizer.zero_grad(set_to_none=True)
+            raise
+        with _sigint_deferred():  # the update is all-or-nothing, so a checkpoint never holds half of it
+            if self.tc.clip_norm > 0:
+                nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.progress.step += 1
+        return total / tokens, tokens
+
+    def fit(self, quiet: bool = False) -> Path:
+        """Train until a stop condition; returns the run directory."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        resumed = self.resume()
+        save_config(self.cfg, self.run_dir / "config.yaml")
+        p = self.progress
+        log = (lambda msg: None) if quiet else tqdm.write
+        r = self.data.report
+        source = "cache hit" if r["cache_hit"] else f"built in {r['build_seconds']}s"
+        log(
+            f"data: {r['pairs_read']} pairs read, {r['duplicates_removed']} duplicates, "
+            f"filtered {r['filtered_empty']} empty / {r['filtered_too_long']} too long / {r['filtered_ratio']} ratio; "
+            f"train {r['train']} dev {r['dev']} test {r['test']}; vocab {r['src_vocab']}/{r['tgt_vocab']}; "
+            f"{source}"
+        )
+        n_params = sum(t.numel() for t in self.model.parameters())
+        log(
+            f"model: {n_params / 1e6:.1f}M parameters on {self.device}, {'bf16 autocast' if self.bf16 else 'float32'}"
+            f", {torch.get_num_threads()} threads" + (f"; resumed at step {p.step}" if resumed else "")
+        )
+        metrics = (self.run_dir / "metrics.jsonl").open("a", encoding="utf-8")
+        self._batches = iter(self.sampler)
+        self.model.train()
+        started, elapsed_before = time.perf_counter(), p.elapsed
+        bar = tqdm(total=self.tc.max_steps or None, initial=p.step, disable=quiet, unit="step", dynamic_ncols=True)
+        window_tokens, window_start, reason = 0, time.perf_counter(), None
+        validated_at = p.step if resumed else -1
+        try:
+            while (reason := self._stop_reason(started, elapsed_before)) is None:
+                loss, tokens = self.train_step()
+                window_tokens += tokens
+                p.elapsed = elapsed_before + time.perf_counter() - started
+                bar.update(1)
+                if p.step % 20 == 0:
+                    rate = window_tokens / (time.perf_counter() - window_start)
+                    lr = self.scheduler.get_last_lr()[0]
+                    eta = (
+                        f"{max(self.tc.max_minutes * 60 - p.elapsed, 0) / 60:.0f}m left" if self.tc.max_minutes else ""
+                    )
+                    bar.set_postfix_str(f"loss {loss:.3f} lr {lr:.2e} {rate:,.0f} tok/s {eta}")
+                    metrics.write(
+                        json.dumps(
+                            {
+                                "step": p.step,
+                                "loss": round(loss, 4),
+                                "lr": lr,
+                                "tokens_per_s": round(rate),
+                                "epoch": self.sampler.epoch,
+                                "minutes": round(p.elapsed / 60, 3),
+                            }
+                        )
+                        + "\n"
+                    )
+                    window_tokens, window_start = 0, time.perf_counter()
+                if p.step % self.tc.eval_every == 0:
+                    self._validate_and_save(log, metrics)
+                    validated_at = p.step
+        except KeyboardInterrupt:
+            bar.close()
+            save_checkpoint(self.state(), self.run_dir / "last.pt")
+            log(f"interrupted at step {p.step}: saved {self.run_dir / 'last.pt'}; run the same command to resume")
+            metrics.close()
+            raise
+        bar.close()
+        if validated_at != p.step:
+            self._validate_and_save(log, metrics)
+        log(f"stopped: {reason}")
+        if self.tc.average_last:
+            self._average(log)
+        metrics.close()
+        return self.run_dir
+
+    def _validate_and_save(self, log: Any, metrics: Any) -> None:
+        result = self.validate()
+        self._after_validation(result)
+        p = self.progress
+        log(f"step {p.step} ({p.elapsed / 60:.1f} min, epoch {self.sampler.epoch}): " + _format(result))
+        metrics.write(json.dumps({"step": p.step, "minutes": round(p.elapsed / 60, 3), **result}) + "\n")
+        metrics.flush()
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold back Ctrl-C until the block ends, then raise it (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def _format(result: dict[str, float]) -> str:
+    text = f"dev loss {result['dev_loss']:.3f} ppl {result['dev_ppl']:.1f}"
+    if "dev_bleu" in result:
+        text += f" BLEU {result['dev_bleu']:.2f} chrF {result['dev_chrf']:.2f}"
+    return text

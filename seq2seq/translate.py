@@ -1,0 +1,119 @@
+"""Translating text with a trained run: load, normalize, batch by length, search, detokenize."""
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from seq2seq.checkpoint import load_checkpoint
+from seq2seq.config import Config, DecodeConfig, config_from_dict
+from seq2seq.corpus import normalize
+from seq2seq.errors import UserError
+from seq2seq.model import Transformer
+from seq2seq.search import Hypothesis, beam_search, greedy_search
+from seq2seq.tokenizer import EOS, PAD, Tokenizer
+
+
+def resolve_checkpoint(model_path: str | Path) -> Path:
+    """A run directory (-> its best.pt) or a checkpoint file."""
+    path = Path(model_path)
+    if path.is_dir():
+        path = path / "best.pt"
+    if not path.is_file():
+        raise UserError(
+            f"no trained model at {path}; train first: seq2seq train --config configs/zh-en.yaml "
+            "(or pass --model RUN_DIR)"
+        )
+    return path
+
+
+def load_model(model_path: str | Path, device: torch.device) -> tuple[Transformer, Tokenizer, Config]:
+    """Rebuild model, tokenizer and config from a checkpoint (its run directory holds the tokenizer)."""
+    path = resolve_checkpoint(model_path)
+    state = load_checkpoint(path)
+    cfg = config_from_dict(state["config"], f"{path} (stored config)")
+    tokenizer = Tokenizer.load(path.parent)
+    model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError:
+        raise UserError(
+            f"{path} does not match the tokenizer in {path.parent}; "
+            "the checkpoint and its run directory must come from the same training run"
+        ) from None
+    return model.to(device).eval(), tokenizer, cfg
+
+
+def search_ids(
+    model: nn.Module, sources: list[list[int]], decode: DecodeConfig, device: torch.device, beam: int, nbest: int = 1
+) -> list[list[Hypothesis]]:
+    """Translate id sequences in length-sorted batches; results in input order.
+
+    ``beam == 1`` runs greedy search.
+    """
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    for start in range(0, len(order), decode.batch_sentences):
+        chunk = order[start : start + decode.batch_sentences]
+        width = max(len(sources[i]) for i in chunk)
+        src = torch.full((len(chunk), width), PAD, dtype=torch.long)
+        for row, i in enumerate(chunk):
+            src[row, : len(sources[i])] = torch.tensor(sources[i])
+        src = src.to(device)
+        if beam == 1:
+            found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b)]
+        else:
+            found = beam_search(
+                model,
+                src,
+                beam,
+                decode.length_penalty,
+                nbest,
+                decode.max_len_a,
+                decode.max_len_b,
+                decode.no_repeat_ngram,
+            )
+        for i, hyps in zip(chunk, found, strict=True):
+            results[i] = hyps
+    return results
+
+
+@dataclass
+class Translation:
+    """One input sentence and its n-best translations."""
+
+    source: str
+    hypotheses: list[tuple[str, float, list[str]]]  # (text, score, target pieces)
+
+
+class Translator:
+    """A loaded model with its tokenizer and decoding settings."""
+
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, decode: DecodeConfig, device: torch.device) -> None:
+        self.model, self.tokenizer, self.decode, self.device = model, tokenizer, decode, device
+
+    def encode(self, text: str) -> list[int]:
+        """Normalized source ids ``x… <end>``, truncated (with a warning) to what the model can read."""
+        ids = self.tokenizer.encode_src(normalize(text))
+        limit = self.model.cfg.max_positions
+        if len(ids) > limit:
+            print(f"warning: input of {len(ids)} tokens truncated to {limit}: {text[:40]}…", file=sys.stderr)
+            ids = ids[: limit - 1] + [EOS]
+        return ids
+
+    def translate(self, sentences: list[str], beam: int | None = None, nbest: int = 1) -> list[Translation]:
+        """Translate sentences (order kept); empty lines give empty translations."""
+        beam = self.decode.beam if beam is None else beam
+        todo = [i for i, s in enumerate(sentences) if normalize(s)]
+        found = search_ids(
+            self.model, [self.encode(sentences[i]) for i in todo], self.decode, self.device, beam, max(nbest, 1)
+        )
+        results = [Translation(s, [("", 0.0, [])]) for s in sentences]
+        for i, hyps in zip(todo, found, strict=True):
+            results[i] = Translation(
+                sentences[i],
+                [(self.tokenizer.decode_tgt(h.tokens), h.score, self.tokenizer.tgt_pieces(h.tokens)) for h in hyps],
+            )
+        return results
