@@ -30,7 +30,7 @@ train: $(BIN)/.installed data
 	$(BIN)/seq2seq train --config $(CONFIG)
 
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check seq2seq tests scripts
