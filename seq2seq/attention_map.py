@@ -29,7 +29,8 @@ def cross_attention(
     tgt_in = torch.tensor([[BOS, *tgt]], device=device)
     captured: dict[str, tuple] = {}
     attention = model.decoder_layers[layer].cross_attn
-    hook = attention.register_forward_hook(lambda _m, args, _out: captured.setdefault("args", args))
+    # The hook must return None (a returned value would replace the layer's output).
+    hook = attention.register_forward_hook(lambda _m, args, _out: captured.update(args=args))
     try:
         model.decode(tgt_in, model.encode(src_ids, padding_mask(src_ids, PAD)), padding_mask(src_ids, PAD))
     finally:

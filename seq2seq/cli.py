@@ -100,15 +100,20 @@ def cmd_translate(args: argparse.Namespace) -> None:
     lines = []
     for result in results:
         if args.json:
-            best = result.hypotheses[0]
-            record = {"source": result.source, "translation": best[0], "score": round(best[1], 4), "tokens": best[2]}
+            best = result.best
+            record = {
+                "source": result.source,
+                "translation": best.text,
+                "score": round(best.score, 4),
+                "tokens": best.pieces,
+            }
             if nbest > 1:
-                record["nbest"] = [{"translation": t, "score": round(s, 4)} for t, s, _ in result.hypotheses]
+                record["nbest"] = [{"translation": o.text, "score": round(o.score, 4)} for o in result.outputs]
             lines.append(json.dumps(record, ensure_ascii=False))
         elif nbest > 1:
-            lines += [f"{rank}\t{s:.4f}\t{t}" for rank, (t, s, _) in enumerate(result.hypotheses, start=1)]
+            lines += [f"{rank}\t{o.score:.4f}\t{o.text}" for rank, o in enumerate(result.outputs, start=1)]
         else:
-            lines.append(result.hypotheses[0][0])
+            lines.append(result.best.text)
     text = "".join(line + "\n" for line in lines)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -123,7 +128,7 @@ def _save_attention(args: argparse.Namespace, translator, result) -> None:  # no
 
     tok = translator.tokenizer
     src = translator.encode(result.source)
-    tgt = tok.tgt.encode(result.hypotheses[0][0])
+    tgt = result.best.tokens
     weights = cross_attention(translator.model, src, tgt, args.layer, args.head)
     which = f"layer {args.layer}, " + ("mean over heads" if args.head is None else f"head {args.head}")
     save_heatmap(
@@ -161,7 +166,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         sources = read_lines(src_path, "--src")
         if len(sources) != len(references):
             raise UserError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
-        hypotheses = [r.hypotheses[0][0] for r in translator.translate(sources, args.beam or cfg.decode.beam)]
+        hypotheses = [r.best.text for r in translator.translate(sources, args.beam or cfg.decode.beam)]
     seconds = time.perf_counter() - start
     scores = score(hypotheses, references)
     show_bleu, show_chrf = (args.bleu, args.chrf) if (args.bleu or args.chrf) else (True, True)

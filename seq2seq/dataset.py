@@ -61,6 +61,11 @@ class EncodedSplit:
     def tgt_lengths(self) -> Tensor:
         return self.tgt_offsets.diff()
 
+    def sources(self, n: int) -> list[list[int]]:
+        """Source ids of the first ``n`` sentences."""
+        offsets = self.src_offsets[: n + 1].tolist()
+        return [self.src_tokens[a:b].tolist() for a, b in zip(offsets, offsets[1:], strict=False)]
+
     def batch(self, indices: Tensor) -> Batch:
         """Padded batch of the given sentence indices."""
         return make_batch(self.src_tokens, self.src_offsets, self.tgt_tokens, self.tgt_offsets, indices)

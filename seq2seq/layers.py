@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seq2seq.config import ModelConfig
+
 
 def explicit_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float = 0.0
@@ -130,11 +132,11 @@ class Embedding(nn.Module):
 class _Residual(nn.Module):
     """Add & Norm around one sub-layer: post-norm LN(x + f(x)) or pre-norm x + f(LN(x))."""
 
-    def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.pre_norm = pre_norm
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.pre_norm = cfg.norm == "pre"
 
     def inner(self, x: Tensor) -> Tensor:
         """What the sub-layer reads: LN(x) in pre-norm, x itself in post-norm."""
@@ -146,27 +148,20 @@ class _Residual(nn.Module):
         return x if self.pre_norm else self.norm(x)
 
 
+def _attention(cfg: ModelConfig) -> MultiHeadAttention:
+    return MultiHeadAttention(
+        cfg.d_model, cfg.heads, cfg.resolved_head_dim, cfg.attention_dropout, cfg.attention == "explicit"
+    )
+
+
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each wrapped in Add & Norm."""
 
-    def __init__(
-        self,
-        d_model: int,
-        heads: int,
-        head_dim: int,
-        ffn_dim: int,
-        dropout: float,
-        attention_dropout: float,
-        activation_dropout: float,
-        activation: str,
-        pre_norm: bool,
-        explicit: bool,
-    ) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, heads, head_dim, attention_dropout, explicit)
-        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, activation)
-        self.attn_res = _Residual(d_model, dropout, pre_norm)
-        self.ffn_res = _Residual(d_model, dropout, pre_norm)
+        self.self_attn = _attention(cfg)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
+        self.attn_res, self.ffn_res = _Residual(cfg), _Residual(cfg)
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D)."""
@@ -204,26 +199,11 @@ class DecoderCache:
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over the encoder output, feed-forward."""
 
-    def __init__(
-        self,
-        d_model: int,
-        heads: int,
-        head_dim: int,
-        ffn_dim: int,
-        dropout: float,
-        attention_dropout: float,
-        activation_dropout: float,
-        activation: str,
-        pre_norm: bool,
-        explicit: bool,
-    ) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, heads, head_dim, attention_dropout, explicit)
-        self.cross_attn = MultiHeadAttention(d_model, heads, head_dim, attention_dropout, explicit)
-        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, activation)
-        self.self_res = _Residual(d_model, dropout, pre_norm)
-        self.cross_res = _Residual(d_model, dropout, pre_norm)
-        self.ffn_res = _Residual(d_model, dropout, pre_norm)
+        self.self_attn, self.cross_attn = _attention(cfg), _attention(cfg)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
+        self.self_res, self.cross_res, self.ffn_res = _Residual(cfg), _Residual(cfg), _Residual(cfg)
 
     def forward(
         self,

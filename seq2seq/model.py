@@ -27,20 +27,8 @@ class Transformer(nn.Module):
         )
         self.src_embed = Embedding(src_tokens, cfg.dropout, cfg.max_positions)
         self.tgt_embed = Embedding(tgt_tokens, cfg.dropout, cfg.max_positions)
-        layer_args = (
-            cfg.d_model,
-            cfg.heads,
-            cfg.resolved_head_dim,
-            cfg.ffn_dim,
-            cfg.dropout,
-            cfg.attention_dropout,
-            cfg.activation_dropout,
-            cfg.activation,
-            cfg.norm == "pre",
-            cfg.attention == "explicit",
-        )
-        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(cfg.encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(cfg.decoder_layers))
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         # Pre-norm leaves the residual stream unnormalised, so each stack ends with a LayerNorm.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()

@@ -192,12 +192,7 @@ class Trainer:
         loss = dev_loss(self.model, self.data.dev, self.cfg.data.batch_tokens, self.device, self.bf16)
         result = {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50.0))}
         n = self.tc.eval_sentences or len(self.data.dev)
-        sources = [
-            self.data.dev.src_tokens[a:b].tolist()
-            for a, b in zip(
-                self.data.dev.src_offsets[:n].tolist(), self.data.dev.src_offsets[1 : n + 1].tolist(), strict=True
-            )
-        ]
+        sources = self.data.dev.sources(n)
         if sources:
             self.model.eval()
             with autocast(self.device, self.bf16):
@@ -315,7 +310,9 @@ class Trainer:
             f"model: {n_params / 1e6:.1f}M parameters on {self.device}, {'bf16 autocast' if self.bf16 else 'float32'}"
             f", {torch.get_num_threads()} threads" + (f"; resumed at step {p.step}" if resumed else "")
         )
-        metrics = (self.run_dir / "metrics.jsonl").open("a", encoding="utf-8")
+        metrics = (self.run_dir / "metrics.jsonl").open(
+            "a", encoding="utf-8", buffering=1
+        )  # line-buffered: tail -f works
         self._batches = iter(self.sampler)
         self.model.train()
         started, elapsed_before = time.perf_counter(), p.elapsed
@@ -373,7 +370,6 @@ class Trainer:
         p = self.progress
         log(f"step {p.step} ({p.elapsed / 60:.1f} min, epoch {self.sampler.epoch}): " + _format(result))
         metrics.write(json.dumps({"step": p.step, "minutes": round(p.elapsed / 60, 3), **result}) + "\n")
-        metrics.flush()
 
 
 @contextmanager

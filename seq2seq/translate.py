@@ -81,11 +81,25 @@ def search_ids(
 
 
 @dataclass
+class Output:
+    """One translation of a sentence."""
+
+    text: str
+    score: float
+    tokens: list[int]  # target ids, without <start>/<end>
+    pieces: list[str]  # the same as SentencePiece pieces
+
+
+@dataclass
 class Translation:
-    """One input sentence and its n-best translations."""
+    """One input sentence and its n-best translations (best first)."""
 
     source: str
-    hypotheses: list[tuple[str, float, list[str]]]  # (text, score, target pieces)
+    outputs: list[Output]
+
+    @property
+    def best(self) -> Output:
+        return self.outputs[0]
 
 
 class Translator:
@@ -110,10 +124,9 @@ class Translator:
         found = search_ids(
             self.model, [self.encode(sentences[i]) for i in todo], self.decode, self.device, beam, max(nbest, 1)
         )
-        results = [Translation(s, [("", 0.0, [])]) for s in sentences]
+        results = [Translation(s, [Output("", 0.0, [], [])]) for s in sentences]
+        tok = self.tokenizer
         for i, hyps in zip(todo, found, strict=True):
-            results[i] = Translation(
-                sentences[i],
-                [(self.tokenizer.decode_tgt(h.tokens), h.score, self.tokenizer.tgt_pieces(h.tokens)) for h in hyps],
-            )
+            outputs = [Output(tok.decode_tgt(h.tokens), h.score, h.tokens, tok.tgt_pieces(h.tokens)) for h in hyps]
+            results[i] = Translation(sentences[i], outputs)
         return results

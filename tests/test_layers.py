@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import seq2seq.layers
+from seq2seq.config import ModelConfig
 from seq2seq.layers import (
     DecoderCache,
     DecoderLayer,
@@ -163,14 +164,17 @@ def test_embedding_rejects_positions_past_max():
         embed(torch.ones(1, 1, dtype=torch.long), offset=8)
 
 
-LAYER_ARGS = {"ffn_dim": 64, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0, "activation": "relu"}
+def _layer_config(head_dim: int, pre_norm: bool) -> ModelConfig:
+    return ModelConfig(
+        d_model=D, heads=H, head_dim=head_dim, ffn_dim=64, dropout=0.0, norm="pre" if pre_norm else "post"
+    )
 
 
 @pytest.mark.parametrize("pre_norm", [False, True])
 @pytest.mark.parametrize("head_dim", [D // H, D])
 def test_encoder_layer_shape(pre_norm, head_dim):
     torch.manual_seed(0)
-    layer = EncoderLayer(D, H, head_dim, pre_norm=pre_norm, explicit=False, **LAYER_ARGS).eval()
+    layer = EncoderLayer(_layer_config(head_dim, pre_norm)).eval()
     assert layer(torch.randn(B, S, D), _key_mask()).shape == (B, S, D)
 
 
@@ -178,7 +182,7 @@ def test_encoder_layer_shape(pre_norm, head_dim):
 @pytest.mark.parametrize("head_dim", [D // H, D])
 def test_decoder_layer_shape_and_cache(pre_norm, head_dim):
     torch.manual_seed(0)
-    layer = DecoderLayer(D, H, head_dim, pre_norm=pre_norm, explicit=False, **LAYER_ARGS).eval()
+    layer = DecoderLayer(_layer_config(head_dim, pre_norm)).eval()
     x, memory, src_mask = torch.randn(B, T, D), torch.randn(B, S, D), _key_mask()
     full = layer(x, memory, causal_mask(T), src_mask)
     assert full.shape == (B, T, D)

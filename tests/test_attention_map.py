@@ -1,0 +1,181 @@
+"""seq2seq.attention_map: ``cross_attention`` returns the (T, S) weights the decoder really
+used (rows are distributions, head selection and the head mean agree, bad layer/head
+numbers are user errors), ``save_heatmap`` writes a PNG or says how to install
+matplotlib, and ``seq2seq translate --attention`` writes the map end to end.
+
+The run directory is built without training: the toy data pipeline (tokenizer and test
+split) plus a seeded, untrained toy-config model saved as best.pt. Weights need not be
+meaningful for these invariants.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TOY_SRC, TOY_TGT, build_tiny_model
+
+from seq2seq.attention_map import cross_attention, save_heatmap
+from seq2seq.checkpoint import save_checkpoint
+from seq2seq.config import load_config
+from seq2seq.dataset import prepare_data
+from seq2seq.errors import UserError
+from seq2seq.layers import explicit_attention
+from seq2seq.masks import padding_mask
+from seq2seq.model import Transformer
+from seq2seq.tokenizer import BOS, EOS, PAD
+from seq2seq.translate import Translator, load_model
+
+REPO = Path(__file__).resolve().parent.parent
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A toy run directory (spm.model, test split, best.pt) holding an untrained, seeded model."""
+    root = tmp_path_factory.mktemp("attention")
+    run = root / "run"
+    cfg = load_config(
+        REPO / "configs/toy.yaml",
+        [f"data.src={TOY_SRC}", f"data.tgt={TOY_TGT}", f"data.cache_dir={root / 'cache'}", f"train.run_dir={run}"],
+    )
+    data = prepare_data(cfg.data, run)
+    torch.manual_seed(0)
+    model = Transformer(cfg.model, data.tokenizer.src_vocab_size, data.tokenizer.tgt_vocab_size, PAD)
+    save_checkpoint({"model": model.state_dict(), "config": cfg.to_dict(), "step": 0}, run / "best.pt")
+    return run
+
+
+@pytest.fixture(scope="module")
+def translator(run_dir) -> Translator:
+    model, tokenizer, cfg = load_model(run_dir, torch.device("cpu"))
+    return Translator(model, tokenizer, cfg.decode, torch.device("cpu"))
+
+
+def _pair(translator: Translator) -> tuple[list[int], list[int]]:
+    src = translator.encode("我们明天去公园散步。")  # x… <end>
+    tgt = translator.tokenizer.encode_tgt("We will take a walk in the park tomorrow.")
+    return src, tgt
+
+
+def test_rows_are_distributions_over_the_source(translator):
+    src, tgt = _pair(translator)
+    weights = cross_attention(translator.model, src, tgt)
+    assert weights.shape == (len(tgt) + 1, len(src))  # rows: positions predicting tgt… <end>
+    assert weights.dtype == torch.float32 and weights.device.type == "cpu"
+    assert (weights >= 0).all()
+    assert torch.allclose(weights.sum(dim=1), torch.ones(len(tgt) + 1), atol=1e-5)
+
+
+def test_empty_translation_gives_one_row(translator):
+    src, _ = _pair(translator)
+    weights = cross_attention(translator.model, src, [])
+    assert weights.shape == (1, len(src))  # only <start> -> <end>
+    assert weights.sum().item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_head_selection_and_mean(translator):
+    model = translator.model
+    src, tgt = _pair(translator)
+    per_head = torch.stack([cross_attention(model, src, tgt, head=h) for h in range(model.cfg.heads)])  # (H, T, S)
+    assert torch.allclose(cross_attention(model, src, tgt), per_head.mean(dim=0), atol=1e-6)
+    assert not torch.allclose(per_head[0], per_head[1])  # heads differ, so selection is not a no-op
+    for h in range(model.cfg.heads):
+        assert torch.allclose(per_head[h].sum(dim=1), torch.ones(len(tgt) + 1), atol=1e-5)
+
+
+def test_layer_selection(translator):
+    model = translator.model
+    src, tgt = _pair(translator)
+    last = len(model.decoder_layers) - 1
+    assert torch.equal(cross_attention(model, src, tgt, layer=-1), cross_attention(model, src, tgt, layer=last))
+    assert not torch.allclose(cross_attention(model, src, tgt, layer=0), cross_attention(model, src, tgt, layer=last))
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_weights_are_the_ones_the_decoder_used(norm):
+    """The returned weights, applied to the layer's values, reproduce the cross-attention output."""
+    model = build_tiny_model(norm=norm)
+    src = [5, 6, 7, 8, 9, EOS]
+    tgt = [10, 11, 12, 13]
+    layer = model.decoder_layers[-1].cross_attn
+    seen = {}
+    hook = layer.register_forward_hook(lambda _m, args, out: seen.update(args=args, out=out))
+    try:
+        src_ids, tgt_in = torch.tensor([src]), torch.tensor([[BOS, *tgt]])
+        src_mask = padding_mask(src_ids, PAD)
+        with torch.no_grad():
+            model.decode(tgt_in, model.encode(src_ids, src_mask), src_mask)
+    finally:
+        hook.remove()
+    query, _keys, values, _mask = seen["args"]
+    heads = torch.stack([cross_attention(model, src, tgt, head=h) for h in range(model.cfg.heads)])  # (H, T, S)
+    mixed = heads[None] @ values  # (1, H, T, K)
+    out = layer.out_proj(mixed.transpose(1, 2).reshape(1, len(tgt) + 1, -1))  # (1, T, H*K) -> (1, T, D)
+    assert torch.allclose(out, seen["out"], atol=1e-5)
+    # and they are softmax(QKᵀ/√K) of that query, not of some other input
+    q = layer._split(layer.q_proj(query))
+    assert torch.allclose(heads, explicit_attention(q, _keys, values, None)[1][0], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("layer", "head", "named"),
+    [(2, None, "--layer 2"), (-3, None, "--layer -3"), (-1, 4, "--head 4"), (-1, -1, "--head -1")],
+)
+def test_bad_layer_or_head_is_a_user_error(layer, head, named):
+    model = build_tiny_model()  # 2 decoder layers, 4 heads
+    with pytest.raises(UserError, match=named):
+        cross_attention(model, [5, 6, EOS], [7], layer=layer, head=head)
+
+
+@pytest.mark.filterwarnings("ignore:Glyph")  # machines without a CJK font draw boxes, and warn
+def test_save_heatmap_writes_a_png(tmp_path):
+    path = tmp_path / "map.png"
+    weights = torch.softmax(torch.randn(3, 4), dim=-1)
+    save_heatmap(weights, ["▁我", "们", "。", "<end>"], ["▁We", "▁go", "<end>"], path, "test")
+    assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_save_heatmap_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
+    path = tmp_path / "map.png"
+    with pytest.raises(UserError, match="pip install"):
+        save_heatmap(torch.ones(1, 1), ["<end>"], ["<end>"], path, "test")
+    assert not path.exists()
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "seq2seq", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_translate_attention_writes_a_png(run_dir, tmp_path):
+    out = tmp_path / "map.png"
+    args = ["translate", "--model", str(run_dir), "--device", "cpu", "--beam", "1", "--max-len", "6"]
+    result = _cli(*args, "--attention", str(out), "--head", "0", "我们去散步。", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 1  # the translation itself still goes to stdout
+    assert f"attention map saved to {out}" in result.stderr
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_translate_attention_bad_layer_is_one_line(run_dir, tmp_path):
+    out = tmp_path / "map.png"
+    args = ["translate", "--model", str(run_dir), "--device", "cpu", "--beam", "1", "--max-len", "3"]
+    result = _cli(*args, "--attention", str(out), "--layer", "9", "你好。", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--layer 9" in lines[0] and "Traceback" not in result.stderr
+    assert not out.exists()
