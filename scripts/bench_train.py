@@ -155,28 +155,22 @@ def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vo
     row.tokens += tokens
 
 
-def peak_rss_mb(config: str, steps: int) -> float:
+def peak_rss_mb(config: str, overrides: list[str], steps: int) -> float:
     """Peak resident memory (MB) of a separate process training the recipe for ``steps`` steps."""
     with tempfile.TemporaryDirectory() as run_dir:
         code = (
             "import sys; from seq2seq.config import load_config; from seq2seq.train import Trainer; "
             "Trainer(load_config(sys.argv[1], sys.argv[2:])).fit(quiet=True)"
         )
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                code,
-                config,
-                f"train.run_dir={run_dir}",
-                f"train.max_steps={steps}",
-                f"train.eval_every={steps}",
-                "train.eval_sentences=100",
-                "train.average_last=0",
-            ],
-            check=True,
-            capture_output=True,
-        )
+        overrides = [
+            *overrides,
+            f"train.run_dir={run_dir}",
+            f"train.max_steps={steps}",
+            f"train.eval_every={steps}",
+            "train.eval_sentences=100",
+            "train.average_last=0",
+        ]
+        subprocess.run([sys.executable, "-c", code, config, *overrides], check=True, capture_output=True)
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
@@ -187,6 +181,7 @@ def stats(values: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/zh-en.yaml")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="config override")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (each row trains in each)")
     parser.add_argument("--round-tokens", type=int, default=30_000, help="target tokens per row per round")
     parser.add_argument("--rss-steps", type=int, default=30, help="steps of the separate peak-memory run; 0 = skip")
@@ -194,7 +189,7 @@ def main() -> None:
     parser.add_argument("--out", default="docs/bench_train.json")
     args = parser.parse_args()
 
-    cfg = load_config(args.config, ["train.device=cpu"])
+    cfg = load_config(args.config, [*args.set, "train.device=cpu"])
     torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     data = prepare_data(cfg.data)
     train, vocab = data.train, data.tokenizer.tgt_vocab_size
@@ -233,7 +228,7 @@ def main() -> None:
         for row in rows:
             run_steps(row, train, cfg, args.round_tokens, vocab)
     peaks = {False: matmul_peak(torch.float32), True: matmul_peak(torch.bfloat16) if bf16 else float("nan")}
-    rss = peak_rss_mb(args.config, args.rss_steps) if args.rss_steps else None
+    rss = peak_rss_mb(args.config, args.set, args.rss_steps) if args.rss_steps else None
 
     base = statistics.median(rows[1].tokens_per_s)
     results = []

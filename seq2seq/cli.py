@@ -7,12 +7,18 @@ import sys
 import time
 from pathlib import Path
 
-import torch
 import yaml
 from tqdm import tqdm
 
+from seq2seq.attention_map import cross_attention, save_heatmap
+from seq2seq.batching import BucketSampler, padding_fraction
 from seq2seq.config import DEFAULT_CONFIG, load_config
+from seq2seq.corpus import read_lines
+from seq2seq.dataset import prepare_data
 from seq2seq.errors import UserError
+from seq2seq.evaluate import score
+from seq2seq.train import Trainer, resolve_device
+from seq2seq.translate import Translation, Translator, load_model, resolve_checkpoint
 
 
 def _default_run_dir() -> str:
@@ -24,18 +30,8 @@ def _default_run_dir() -> str:
     return "runs/zh-en"
 
 
-def _device(name: str) -> torch.device:
-    from seq2seq.train import resolve_device
-
-    return resolve_device(name)
-
-
 def cmd_train(args: argparse.Namespace) -> None:
-    from seq2seq.train import Trainer
-
-    cfg = load_config(args.config, args.set)
-    if args.device:
-        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, device=args.device))
+    cfg = load_config(args.config, args.set + ([f"train.device={args.device}"] if args.device else []))
     if args.resume and not (Path(cfg.train.run_dir) / "last.pt").is_file():
         raise UserError(f"--resume: no {Path(cfg.train.run_dir) / 'last.pt'} to resume from")
     try:
@@ -46,9 +42,6 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from seq2seq.batching import BucketSampler, padding_fraction
-    from seq2seq.dataset import prepare_data
-
     cfg = load_config(args.config, args.set)
     data = prepare_data(cfg.data)
     train = data.train
@@ -80,9 +73,7 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
-    from seq2seq.translate import Translator, load_model
-
-    device = _device(args.device)
+    device = resolve_device(args.device)
     model, tokenizer, cfg = load_model(args.model or _default_run_dir(), device)
     decode = (
         cfg.decode if args.max_len is None else dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=args.max_len)
@@ -123,9 +114,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
         _save_attention(args, translator, results[0])
 
 
-def _save_attention(args: argparse.Namespace, translator, result) -> None:  # noqa: ANN001
-    from seq2seq.attention_map import cross_attention, save_heatmap
-
+def _save_attention(args: argparse.Namespace, translator: Translator, result: Translation) -> None:
     tok = translator.tokenizer
     src = translator.encode(result.source)
     tgt = result.best.tokens
@@ -142,13 +131,8 @@ def _save_attention(args: argparse.Namespace, translator, result) -> None:  # no
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from seq2seq.corpus import read_lines
-    from seq2seq.evaluate import score
-
     run_dir = Path(args.model or _default_run_dir())
     if not args.hyp:
-        from seq2seq.translate import resolve_checkpoint
-
         resolve_checkpoint(run_dir)  # no model: say "train first" before anything else
     run_dir = run_dir if run_dir.is_dir() else run_dir.parent
     src_path = Path(args.src) if args.src else run_dir / "test.src"
@@ -158,9 +142,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.hyp:
         hypotheses = read_lines(args.hyp, "--hyp")
     else:
-        from seq2seq.translate import Translator, load_model
-
-        device = _device(args.device)
+        device = resolve_device(args.device)
         model, tokenizer, cfg = load_model(args.model or run_dir, device)
         translator = Translator(model, tokenizer, cfg.decode, device)
         sources = read_lines(src_path, "--src")

@@ -1,0 +1,103 @@
+"""The benchmark scripts run end to end on the toy config (tiny sizes; no timing asserted)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory) -> Path:
+    """A toy model trained for a few steps."""
+    tmp = tmp_path_factory.mktemp("bench")
+    run = tmp / "run"
+    done = _run(
+        "-m",
+        "seq2seq",
+        "train",
+        "--config",
+        "configs/toy.yaml",
+        "--set",
+        f"train.run_dir={run}",
+        "--set",
+        f"data.cache_dir={tmp / 'cache'}",
+        "--set",
+        "train.max_steps=20",
+        "--set",
+        "train.eval_every=20",
+        "--set",
+        "train.eval_sentences=5",
+        "--set",
+        "train.threads=1",
+    )
+    assert done.returncode == 0, done.stderr
+    return run
+
+
+def test_bench_train_reports_every_row(tmp_path, toy_run):
+    out = tmp_path / "train.json"
+    done = _run(
+        "scripts/bench_train.py",
+        "--config",
+        "configs/toy.yaml",
+        "--set",
+        f"data.cache_dir={toy_run.parent / 'cache'}",
+        "--rounds",
+        "2",
+        "--round-tokens",
+        "300",
+        "--rss-steps",
+        "3",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    names = [row["name"] for row in report["rows"]]
+    assert names[0].startswith("ours, bucketed") and names[1].startswith("nn.Transformer, random")
+    for row in report["rows"]:
+        assert row["tokens_per_s"]["min"] <= row["tokens_per_s"]["median"] <= row["tokens_per_s"]["max"]
+        assert row["target_tokens_trained"] >= 2 * 300
+        assert 0 < row["share_of_peak"] and row["dev_loss"] > 0
+    assert report["rows"][0]["padding"] < report["rows"][1]["padding"]  # buckets pad less than random batches
+    assert report["peak_rss_mb_default_recipe"] > 0
+
+
+def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
+    out = tmp_path / "decode.json"
+    done = _run(
+        "scripts/bench_decode.py",
+        "--model",
+        str(toy_run),
+        "--sentences",
+        "10",
+        "--repeats",
+        "1",
+        "--repeats-translate",
+        "1",
+        "--batch",
+        "8",
+        "--steps",
+        "5",
+        "--threads",
+        "1",
+        "--skip-cli",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    text = json.dumps(report)
+    assert "ratio" in text and "bleu" in text.lower()
