@@ -7,7 +7,7 @@ sentence), so memory stays flat in the corpus size; the order of epoch e is a
 pure function of (seed, e), so the state to resume is just (epoch, position).
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -72,13 +72,27 @@ def length_key(src_len: Tensor, tgt_len: Tensor) -> Tensor:
 class BucketSampler:
     """Yields index tensors of length-bucketed batches, epoch after epoch."""
 
-    def __init__(self, src_len: Tensor, tgt_len: Tensor, batch_tokens: int, seed: int, shuffle: bool = True) -> None:
+    def __init__(
+        self,
+        src_len: Tensor,
+        tgt_len: Tensor,
+        batch_tokens: int,
+        seed: int,
+        shuffle: bool = True,
+        lengths_at: Callable[[int], tuple[Tensor, Tensor]] | None = None,
+    ) -> None:
+        """``lengths_at(epoch)``, if given, supplies each epoch's (source, target) lengths: the
+        sentences stay the same but their segmentation changes (subword regularization)."""
         self.src_len, self.tgt_len = src_len.long(), tgt_len.long() + 1
         self.batch_tokens, self.seed, self.shuffle = batch_tokens, seed, shuffle
+        self.lengths_at = lengths_at
         self.epoch, self.position = 0, 0
 
     def epoch_batches(self, epoch: int) -> list[Tensor]:
         """The batches of ``epoch``, in the order they are served."""
+        if self.lengths_at is not None:
+            src_len, tgt_len = self.lengths_at(epoch)
+            self.src_len, self.tgt_len = src_len.long(), tgt_len.long() + 1
         n = len(self.src_len)
         if not self.shuffle:
             order = torch.argsort(length_key(self.src_len, self.tgt_len), stable=True)
@@ -97,13 +111,14 @@ class BucketSampler:
         after its last batch), so ``state_dict()`` always names the next batch
         and ``epoch`` counts the epochs completed.
         """
-        batches = self.epoch_batches(self.epoch)
+        batches = None
         while True:
+            if batches is None:  # built on demand: an epoch starts when its first batch is asked for
+                batches = self.epoch_batches(self.epoch)
             batch = batches[self.position]
             self.position += 1
             if self.position == len(batches):
-                self.epoch, self.position = self.epoch + 1, 0
-                batches = self.epoch_batches(self.epoch)
+                self.epoch, self.position, batches = self.epoch + 1, 0, None
             yield batch
 
     def state_dict(self) -> dict[str, int]:

@@ -67,6 +67,7 @@ class DataConfig:
     joint_vocab: bool = True
     spm_model_type: Literal["unigram", "bpe"] = "unigram"
     character_coverage: float = 0.9995
+    subword_alpha: float = 0.0  # subword regularization: re-segment the training set each epoch; 0: off
     batch_tokens: int = 4096
     cache_dir: str = "data/cache"
 
@@ -209,6 +210,7 @@ def _validate(cfg: Config, where: str) -> None:
             f"data.batch_tokens must be at least data.max_len + 2 = {d.max_len + 2}",
         ),
         (lambda: 0 < d.character_coverage <= 1, "data.character_coverage must be in (0, 1]"),
+        (lambda: 0 <= d.subword_alpha < 1, "data.subword_alpha must be in [0, 1) (0 turns sampling off)"),
         (lambda: d.dev_size >= 0 and d.test_size >= 0, "data.dev_size and data.test_size must be >= 0"),
         (lambda: t.lr > 0, f"train.lr must be positive, got {t.lr}"),
         (lambda: t.warmup_steps >= 0, "train.warmup_steps must be >= 0"),
@@ -219,6 +221,10 @@ def _validate(cfg: Config, where: str) -> None:
         (
             lambda: t.max_steps or t.max_epochs or t.max_minutes,
             "set a stop condition: train.max_steps, max_epochs or max_minutes",
+        ),
+        (
+            lambda: t.schedule != "cosine" or t.max_steps or t.max_minutes,
+            "train.schedule=cosine decays over the budget: set train.max_steps or train.max_minutes",
         ),
         (lambda: t.eval_every > 0, "train.eval_every must be positive"),
         (lambda: t.patience >= 0 and t.average_last >= 0, "train.patience and train.average_last must be >= 0"),

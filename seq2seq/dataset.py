@@ -23,11 +23,11 @@ from seq2seq.batching import Batch, make_batch
 from seq2seq.config import DataConfig
 from seq2seq.corpus import Split, make_splits
 from seq2seq.errors import UserError
-from seq2seq.tokenizer import Tokenizer
+from seq2seq.tokenizer import Tokenizer, seed_sampling
 
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2
 # Settings that do not change the encoded data, so they stay out of the cache key.
-_NOT_IN_KEY = {"batch_tokens", "cache_dir"}
+_NOT_IN_KEY = {"batch_tokens", "cache_dir", "subword_alpha"}
 
 
 @dataclass
@@ -61,10 +61,10 @@ class EncodedSplit:
     def tgt_lengths(self) -> Tensor:
         return self.tgt_offsets.diff()
 
-    def sources(self, n: int) -> list[list[int]]:
-        """Source ids of the first ``n`` sentences."""
-        offsets = self.src_offsets[: n + 1].tolist()
-        return [self.src_tokens[a:b].tolist() for a, b in zip(offsets, offsets[1:], strict=False)]
+    def sources(self, indices: list[int]) -> list[list[int]]:
+        """Source ids of the sentences ``indices``."""
+        offsets = self.src_offsets.tolist()
+        return [self.src_tokens[offsets[i] : offsets[i + 1]].tolist() for i in indices]
 
     def batch(self, indices: Tensor) -> Batch:
         """Padded batch of the given sentence indices."""
@@ -85,10 +85,13 @@ class FilterCounts:
 
 def encode_train(
     split: Split, tokenizer: Tokenizer, max_len: int, max_ratio: float
-) -> tuple[EncodedSplit, FilterCounts]:
-    """Encode the training pairs, filtering empty sides, overlong and badly proportioned pairs."""
+) -> tuple[EncodedSplit, Split, FilterCounts]:
+    """Encode the training pairs, filtering empty sides, overlong and badly proportioned pairs.
+
+    Returns the encoded pairs, their text (same order) and what was filtered.
+    """
     counts = FilterCounts()
-    src_ids, tgt_ids = [], []
+    src_ids, tgt_ids, kept = [], [], Split([], [])
     for s, t in zip(split.src, split.tgt, strict=True):
         if not s or not t:
             counts.empty += 1
@@ -101,7 +104,39 @@ def encode_train(
         else:
             src_ids.append(x)
             tgt_ids.append(y)
-    return EncodedSplit.from_lists(src_ids, tgt_ids), counts
+            kept.src.append(s)
+            kept.tgt.append(t)
+    return EncodedSplit.from_lists(src_ids, tgt_ids), kept, counts
+
+
+class Resegmented:
+    """The training pairs with a freshly sampled subword segmentation each epoch.
+
+    Subword regularization (Kudo, 2018): seeing many segmentations of the same
+    sentence makes a model robust to how words are split, which helps most when
+    the corpus is small. ``split(epoch)`` keeps the pairs and their order and draws
+    from a generator seeded by (seed, epoch), so a resumed run sees the same data.
+    A sampled pair longer than ``max_len`` keeps its best segmentation.
+    """
+
+    def __init__(self, text: Split, tokenizer: Tokenizer, alpha: float, seed: int, max_len: int) -> None:
+        self.text, self.tokenizer, self.alpha, self.seed, self.max_len = text, tokenizer, alpha, seed, max_len
+        self.epoch: int | None = None
+        self.current: EncodedSplit | None = None
+
+    def split(self, epoch: int) -> EncodedSplit:
+        """The pairs segmented for ``epoch`` (kept as ``current`` until another epoch is asked for)."""
+        if epoch != self.epoch or self.current is None:
+            seed_sampling(self.seed * 100_003 + epoch)
+            tok, src_ids, tgt_ids = self.tokenizer, [], []
+            for s, t in zip(self.text.src, self.text.tgt, strict=True):
+                x, y = tok.encode_src(s, self.alpha), tok.encode_tgt(t, self.alpha)
+                if len(x) > self.max_len or len(y) + 1 > self.max_len:
+                    x, y = tok.encode_src(s), tok.encode_tgt(t)
+                src_ids.append(x)
+                tgt_ids.append(y)
+            self.epoch, self.current = epoch, EncodedSplit.from_lists(src_ids, tgt_ids)
+        return self.current
 
 
 def encode_eval(split: Split, tokenizer: Tokenizer) -> EncodedSplit:
@@ -117,6 +152,7 @@ class PreparedData:
 
     tokenizer: Tokenizer
     train: EncodedSplit
+    train_text: Split  # the text of ``train``, pair for pair
     dev: EncodedSplit
     dev_text: Split
     test_text: Split
@@ -168,12 +204,12 @@ def _build(cfg: DataConfig, directory: Path) -> None:
         splits.train.src, splits.train.tgt, cfg.vocab_size, cfg.joint_vocab, cfg.spm_model_type, cfg.character_coverage
     )
     tokenizer.save(directory)
-    train, counts = encode_train(splits.train, tokenizer, cfg.max_len, cfg.max_ratio)
+    train, train_text, counts = encode_train(splits.train, tokenizer, cfg.max_len, cfg.max_ratio)
     if len(train) == 0:
         raise UserError("data: every training pair was filtered out; check data.max_len and data.max_ratio")
     dev = encode_eval(splits.dev, tokenizer)
     torch.save({"train": train.state(), "dev": dev.state()}, directory / "encoded.pt")
-    for name, split in (("dev", splits.dev), ("test", splits.test)):
+    for name, split in (("train", train_text), ("dev", splits.dev), ("test", splits.test)):
         _write_lines(directory / f"{name}.src", split.src)
         _write_lines(directory / f"{name}.tgt", split.tgt)
     report = {
@@ -218,6 +254,7 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
     return PreparedData(
         tokenizer,
         EncodedSplit(**encoded["train"]),
+        _read_split(directory, "train"),
         EncodedSplit(**encoded["dev"]),
         _read_split(directory, "dev"),
         _read_split(directory, "test"),

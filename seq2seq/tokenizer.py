@@ -65,6 +65,21 @@ def _train(
     )
 
 
+def _encode(processor: spm.SentencePieceProcessor, text: str, alpha: float) -> list[int]:
+    """Best segmentation, or with ``alpha`` > 0 a sampled one: for a unigram model drawn from all
+    segmentations with probability ~ P(segmentation)^alpha (small alpha: more varied), for BPE by
+    dropping each merge with probability alpha (BPE-dropout). The random generator is SentencePiece's
+    own; ``seed_sampling`` makes it repeatable."""
+    if alpha <= 0:
+        return processor.encode(text)
+    return processor.encode(text, enable_sampling=True, alpha=alpha, nbest_size=-1)
+
+
+def seed_sampling(seed: int) -> None:
+    """Seed SentencePiece's sampling generator (process-wide)."""
+    spm.set_random_generator_seed(seed)
+
+
 class Tokenizer:
     """Source and target SentencePiece processors (the same one for a joint vocabulary)."""
 
@@ -110,13 +125,13 @@ class Tokenizer:
     def tgt_vocab_size(self) -> int:
         return self.tgt.get_piece_size()
 
-    def encode_src(self, text: str) -> list[int]:
-        """Source ids ``x… <end>``."""
-        return self.src.encode(text) + [EOS]
+    def encode_src(self, text: str, alpha: float = 0.0) -> list[int]:
+        """Source ids ``x… <end>``; ``alpha`` > 0 samples a segmentation (see ``_encode``)."""
+        return _encode(self.src, text, alpha) + [EOS]
 
-    def encode_tgt(self, text: str) -> list[int]:
+    def encode_tgt(self, text: str, alpha: float = 0.0) -> list[int]:
         """Target ids ``y…`` without <start>/<end> (the batcher adds them)."""
-        return self.tgt.encode(text)
+        return _encode(self.tgt, text, alpha)
 
     def decode_tgt(self, ids: list[int]) -> str:
         """Target ids (special ids dropped) -> detokenized text."""

@@ -21,13 +21,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 from tqdm import tqdm
 
 from seq2seq.batching import Batch, BucketSampler
 from seq2seq.checkpoint import average_models, load_checkpoint, save_checkpoint
 from seq2seq.config import Config, TrainConfig, save_config
-from seq2seq.dataset import EncodedSplit, PreparedData, prepare_data
+from seq2seq.dataset import EncodedSplit, PreparedData, Resegmented, prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
 from seq2seq.model import Transformer
@@ -67,17 +67,37 @@ def autocast(device: torch.device, bf16: bool) -> Any:
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
 
 
-def lr_factor(step: int, cfg: TrainConfig) -> float:
-    """Multiplier of ``cfg.lr`` at ``step``: linear warmup, then the chosen decay."""
-    warmup = max(cfg.warmup_steps, 1)
-    if step < warmup:
-        return (step + 1) / warmup
+def spread(total: int, n: int) -> list[int]:
+    """``n`` indices spread evenly over ``range(total)`` (all of them if ``n`` is 0 or ``total`` or more).
+
+    Corpora often come sorted (Tatoeba's export by sentence length, and the split keeps that
+    order), so the first ``n`` dev sentences would be the shortest; an even spread is a sample
+    of every length.
+    """
+    if n <= 0 or n >= total:
+        return list(range(total))
+    return [i * total // n for i in range(n)]
+
+
+def budget_used(step: int, elapsed: float, cfg: TrainConfig) -> float:
+    """Share of the training budget spent, in [0, 1]: steps or minutes, whichever runs out first."""
+    shares = [step / cfg.max_steps] if cfg.max_steps else []
+    shares += [elapsed / (cfg.max_minutes * 60)] if cfg.max_minutes else []
+    return min(max(shares, default=0.0), 1.0)
+
+
+def lr_factor(step: int, cfg: TrainConfig, elapsed: float = 0.0) -> float:
+    """Multiplier of ``cfg.lr`` at ``step`` after ``elapsed`` seconds: linear warmup times the chosen decay.
+
+    ``cosine`` follows the budget (``budget_used``), so with ``max_minutes`` it anneals to zero exactly when
+    the time is up, however many steps that turns out to be (the price: the schedule depends on the clock).
+    """
+    warmup = (step + 1) / cfg.warmup_steps if step < cfg.warmup_steps else 1.0
     if cfg.schedule == "inverse_sqrt":
-        return math.sqrt(warmup / (step + 1))
-    if cfg.schedule == "cosine" and cfg.max_steps > warmup:
-        progress = min((step - warmup) / (cfg.max_steps - warmup), 1.0)
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-    return 1.0
+        return warmup * math.sqrt(max(cfg.warmup_steps, 1) / max(step + 1, cfg.warmup_steps))
+    if cfg.schedule == "cosine":
+        return warmup * 0.5 * (1.0 + math.cos(math.pi * budget_used(step, elapsed, cfg)))
+    return warmup
 
 
 def batch_loss(model: nn.Module, batch: Batch, label_smoothing: float, bf16: bool) -> torch.Tensor:
@@ -134,10 +154,32 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.tc.lr, betas=tuple(self.tc.adam_betas), weight_decay=self.tc.weight_decay
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: lr_factor(step, self.tc))
-        train = self.data.train
-        self.sampler = BucketSampler(train.src_lengths, train.tgt_lengths, cfg.data.batch_tokens, self.tc.seed)
         self.progress = Progress()
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: lr_factor(step, self.tc, self.progress.elapsed)
+        )
+        train = self.data.train
+        self.resegmented = (
+            Resegmented(self.data.train_text, tok, cfg.data.subword_alpha, self.tc.seed, cfg.data.max_len)
+            if cfg.data.subword_alpha
+            else None
+        )
+        self.sampler = BucketSampler(
+            train.src_lengths,
+            train.tgt_lengths,
+            cfg.data.batch_tokens,
+            self.tc.seed,
+            lengths_at=self._resegment if self.resegmented else None,
+        )
+
+    def _resegment(self, epoch: int) -> tuple[Tensor, Tensor]:
+        """The sampler's hook at the start of an epoch: sample its segmentation, return its lengths."""
+        split = self.resegmented.split(epoch)
+        return split.src_lengths, split.tgt_lengths
+
+    def _train_split(self) -> EncodedSplit:
+        """The training pairs as segmented for the epoch being served."""
+        return self.resegmented.current if self.resegmented else self.data.train
 
     # -- checkpoints -----------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -191,15 +233,14 @@ class Trainer:
         """Dev loss and perplexity; BLEU and chrF of greedy output."""
         loss = dev_loss(self.model, self.data.dev, self.cfg.data.batch_tokens, self.device, self.bf16)
         result = {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50.0))}
-        n = self.tc.eval_sentences or len(self.data.dev)
-        sources = self.data.dev.sources(n)
-        if sources:
+        chosen = spread(len(self.data.dev), self.tc.eval_sentences)
+        if chosen:
             self.model.eval()
             with autocast(self.device, self.bf16):
-                found = search_ids(self.model, sources, self.cfg.decode, self.device, beam=1)
+                found = search_ids(self.model, self.data.dev.sources(chosen), self.cfg.decode, self.device, beam=1)
             self.model.train()
             hyps = [self.data.tokenizer.decode_tgt(h[0].tokens) for h in found]
-            scores = score(hyps, self.data.dev_text.tgt[:n])
+            scores = score(hyps, [self.data.dev_text.tgt[i] for i in chosen])
             result.update(dev_bleu=scores.bleu, dev_chrf=scores.chrf)
         return result
 
@@ -269,7 +310,10 @@ class Trainer:
         """One optimizer step over ``accum_steps`` batches -> (mean loss per token, target tokens)."""
         sampler_before, rng_before = self.sampler.state_dict(), torch.get_rng_state()
         try:
-            batches = [self.data.train.batch(next(self._batches)).to(self.device) for _ in range(self.tc.accum_steps)]
+            batches = []
+            for _ in range(self.tc.accum_steps):
+                indices = next(self._batches)  # first: it may start a new epoch (and segmentation)
+                batches.append(self._train_split().batch(indices).to(self.device))
             tokens = sum(b.tokens for b in batches)
             total = 0.0
             for batch in batches:

@@ -216,3 +216,27 @@ def test_bucketing_pads_far_less_than_random_batches(toy_lengths):
     random_order = torch.randperm(len(src_len), generator=torch.Generator().manual_seed(0))
     unsorted = cut_batches(random_order, src_len, tgt_len + 1, 1024)
     assert padding_fraction(bucketed, src_len, tgt_len) < 0.5 * padding_fraction(unsorted, src_len, tgt_len)
+
+
+def test_lengths_at_gives_each_epoch_its_own_lengths_when_it_starts(toy_lengths):
+    src_len, tgt_len = toy_lengths
+    asked: list[int] = []
+
+    def lengths_at(epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        asked.append(epoch)
+        return src_len * (epoch + 1), tgt_len * (epoch + 1)  # longer sequences every epoch
+
+    sampler = BucketSampler(src_len, tgt_len, batch_tokens=512, seed=7, lengths_at=lengths_at)
+    stream = iter(sampler)
+    served = [next(stream)]
+    while sampler.position != 0:  # the rest of epoch 0
+        served.append(next(stream))
+    assert asked == [0]  # epoch 1 is not segmented before its first batch is asked for
+    assert sorted(torch.cat(served).tolist()) == list(range(len(src_len)))
+    epoch1 = [next(stream)]
+    assert asked == [0, 1]
+    while sampler.position != 0:
+        epoch1.append(next(stream))
+    for idx in epoch1:  # batches are cut with the epoch's own lengths
+        assert len(idx) * max(int((2 * src_len[idx]).max()), int((2 * tgt_len[idx]).max()) + 1) <= 512
+    assert len(epoch1) > len(served)

@@ -101,3 +101,18 @@ def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
     report = json.loads(out.read_text())
     text = json.dumps(report)
     assert "ratio" in text and "bleu" in text.lower()
+
+
+def test_profile_step_splits_the_time_of_both_precisions(tmp_path, toy_run):
+    out = tmp_path / "profile.json"
+    cache = f"data.cache_dir={toy_run.parent / 'cache'}"
+    done = _run(
+        "scripts/profile_step.py", "--config", "configs/toy.yaml", "--set", cache, "--steps", "2", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    for precision in ("float32", "bf16"):
+        r = report[precision]
+        assert r["seconds"]["matmul"] > 0 and r["matmul_flops"] > 0
+        assert set(r["phases"]) == {"forward + loss", "backward", "clip + optimizer"}
+    assert "matmul GFLOP/s" in done.stdout

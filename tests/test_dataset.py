@@ -10,7 +10,7 @@ from conftest import TOY_SRC, TOY_TGT, write_lines
 
 from seq2seq.config import DataConfig
 from seq2seq.corpus import make_splits
-from seq2seq.dataset import EncodedSplit, PreparedData, cache_key, prepare_data
+from seq2seq.dataset import EncodedSplit, PreparedData, Resegmented, cache_key, prepare_data
 from seq2seq.errors import UserError
 from seq2seq.tokenizer import BOS, EOS, JOINT, PAD, Tokenizer
 
@@ -279,3 +279,36 @@ def test_run_dir_with_a_different_tokenizer_is_refused(built):
     with pytest.raises(UserError, match=str(run_dir)):
         prepare_data(other, run_dir)
     assert (run_dir / JOINT).read_bytes() == before == first.tokenizer.src.serialized_model_proto()
+
+
+# --- resegmentation per epoch (subword regularization) -------------------------------------------
+def test_train_text_matches_the_encoded_pairs(built):
+    _, _, data = built
+    assert len(data.train_text) == len(data.train)
+    tok = data.tokenizer
+    for i in (0, 7, len(data.train) - 1):
+        pair = data.train.batch(torch.tensor([i]))
+        assert tok.decode_tgt(pair.tgt_out[0].tolist()) == data.train_text.tgt[i]
+        assert pair.src[0].tolist() == tok.encode_src(data.train_text.src[i])
+
+
+def test_resegmented_epochs_keep_the_pairs_and_change_the_pieces(built):
+    cfg, _, data = built
+    tok = data.tokenizer
+    resegment = Resegmented(data.train_text, tok, alpha=0.1, seed=3, max_len=cfg.max_len)
+    first = resegment.split(0)
+    assert resegment.current is first and len(first) == len(data.train)
+    targets = first.batch(torch.arange(len(first))).tgt_out.tolist()
+    assert [tok.decode_tgt(ids) for ids in targets] == data.train_text.tgt  # same sentences, same order
+    assert not torch.equal(first.tgt_tokens, data.train.tgt_tokens)  # segmented differently from the best
+    second = resegment.split(1)
+    assert not torch.equal(first.src_tokens, second.src_tokens)  # a new segmentation every epoch
+    again = Resegmented(data.train_text, tok, alpha=0.1, seed=3, max_len=cfg.max_len).split(0)
+    _assert_same_split(first, again)  # (seed, epoch) decides: a resumed run sees the same data
+
+
+def test_resegmented_pairs_stay_within_max_len(built):
+    _, _, data = built
+    longest = int(max(data.train.src_lengths.max(), data.train.tgt_lengths.max() + 1))
+    split = Resegmented(data.train_text, data.tokenizer, alpha=0.01, seed=0, max_len=longest).split(0)
+    assert int(split.src_lengths.max()) <= longest and int(split.tgt_lengths.max()) + 1 <= longest

@@ -4,7 +4,7 @@ import pytest
 
 from seq2seq.corpus import normalize
 from seq2seq.errors import UserError
-from seq2seq.tokenizer import BOS, EOS, JOINT, PAD, SRC, TGT, UNK, Tokenizer
+from seq2seq.tokenizer import BOS, EOS, JOINT, PAD, SRC, TGT, UNK, Tokenizer, seed_sampling
 
 VOCAB = 1200  # the toy corpus has ~1070 distinct characters; the vocabulary must hold them
 
@@ -152,3 +152,18 @@ def test_load_with_only_one_side_is_a_user_error(tmp_path, separate):
     (tmp_path / TGT).unlink()
     with pytest.raises(UserError, match="no tokenizer"):
         Tokenizer.load(tmp_path)
+
+
+# --- sampled segmentations (subword regularization) ----------------------------------------------
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_sampled_segmentations_decode_to_the_text_and_vary(toy_pairs, model_type):
+    tok = _train(toy_pairs, coverage=1.0, model_type=model_type)
+    sentence = max(toy_pairs[1], key=len)  # the longest English sentence: many ways to split it
+    best = tok.encode_tgt(sentence)
+    seed_sampling(1)
+    samples = [tok.encode_tgt(sentence, alpha=0.1) for _ in range(30)]
+    assert all(tok.decode_tgt(ids) == sentence for ids in samples)
+    assert any(ids != best for ids in samples)  # some samples split differently
+    assert all(ids[-1] == EOS for ids in [tok.encode_src(toy_pairs[0][3], alpha=0.1)])
+    seed_sampling(1)
+    assert [tok.encode_tgt(sentence, alpha=0.1) for _ in range(30)] == samples  # the seed decides

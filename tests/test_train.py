@@ -22,7 +22,7 @@ import yaml
 import seq2seq.train as train_module
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import TrainConfig, load_config
-from seq2seq.train import Trainer, dev_loss, lr_factor
+from seq2seq.train import Trainer, budget_used, dev_loss, lr_factor, spread
 
 REPO = Path(__file__).resolve().parent.parent
 TOY = "configs/toy.yaml"
@@ -140,6 +140,20 @@ def test_interrupt_inside_a_step_is_repeated_on_resume(tmp_path, data_cache, str
     _assert_same_training_state(straight_run, resumed)
 
 
+def test_subword_sampling_trains_and_resumes_exactly(tmp_path, data_cache):
+    """With data.subword_alpha every epoch is segmented anew, across epoch boundaries and a resume."""
+    sampled = [*RESUME, "data.subword_alpha=0.1", "data.batch_tokens=4096"]  # several epochs in 30 steps
+    straight = Trainer(_toy(tmp_path / "a", data_cache, "train.max_steps=30", *sampled))
+    straight.fit(quiet=True)
+    served = straight.sampler.epoch - (straight.sampler.position == 0)  # the epoch of the last batch
+    assert served >= 2 and straight.resegmented.epoch == served
+    assert not torch.equal(straight.resegmented.current.tgt_tokens, straight.data.train.tgt_tokens)
+    Trainer(_toy(tmp_path / "b", data_cache, "train.max_steps=17", *sampled)).fit(quiet=True)
+    resumed = Trainer(_toy(tmp_path / "b", data_cache, "train.max_steps=30", *sampled))
+    resumed.fit(quiet=True)
+    _assert_same_training_state(straight, resumed)
+
+
 def test_resume_refuses_a_different_model_config(tmp_path, data_cache):
     from seq2seq.errors import UserError
 
@@ -149,10 +163,18 @@ def test_resume_refuses_a_different_model_config(tmp_path, data_cache):
         other.fit(quiet=True)
 
 
+def test_spread_samples_every_part_of_the_dev_split():
+    assert spread(10, 0) == spread(10, 10) == spread(10, 20) == list(range(10))
+    chosen = spread(1000, 500)
+    assert len(set(chosen)) == 500 and chosen == sorted(chosen)
+    assert chosen[0] == 0 and chosen[-1] == 998  # not just the first half (a sorted corpus: the shortest)
+    assert spread(7, 3) == [0, 2, 4]
+
+
 # -- the learning-rate schedule ----------------------------------------------
 @pytest.mark.parametrize("schedule", ["inverse_sqrt", "cosine", "constant"])
 def test_warmup_is_linear(schedule):
-    tc = TrainConfig(warmup_steps=10, schedule=schedule, max_steps=100)
+    tc = TrainConfig(warmup_steps=10, schedule=schedule, max_minutes=60)  # at elapsed=0 cosine is still at 1
     assert [lr_factor(s, tc) for s in range(10)] == pytest.approx([(s + 1) / 10 for s in range(10)])
 
 
@@ -168,13 +190,24 @@ def test_inverse_sqrt_decay():
 
 def test_cosine_reaches_zero_at_max_steps():
     tc = TrainConfig(warmup_steps=100, schedule="cosine", max_steps=1000)
-    assert lr_factor(100, tc) == pytest.approx(1.0)
-    assert lr_factor(550, tc) == pytest.approx(0.5)
+    assert lr_factor(99, tc) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.099)))  # warmup ramp x cosine
+    assert lr_factor(500, tc) == pytest.approx(0.5)  # half the budget, half the rate
     assert lr_factor(999, tc) < 1e-4
     assert lr_factor(1000, tc) == pytest.approx(0.0, abs=1e-12)
     assert lr_factor(1500, tc) == pytest.approx(0.0, abs=1e-12)  # stays at zero past the end
     decay = [lr_factor(s, tc) for s in range(100, 1001)]
     assert all(x >= y for x, y in zip(decay, decay[1:], strict=False))
+
+
+def test_cosine_follows_the_clock_under_max_minutes():
+    tc = TrainConfig(warmup_steps=10, schedule="cosine", max_minutes=10)
+    assert lr_factor(50, tc, elapsed=0.0) == pytest.approx(1.0)
+    assert lr_factor(50, tc, elapsed=300.0) == pytest.approx(0.5)  # 5 of 10 minutes, whatever the step
+    assert lr_factor(5000, tc, elapsed=300.0) == pytest.approx(0.5)
+    assert lr_factor(50, tc, elapsed=600.0) == pytest.approx(0.0, abs=1e-12)
+    both = TrainConfig(warmup_steps=10, schedule="cosine", max_minutes=10, max_steps=100)
+    assert lr_factor(50, both, elapsed=60.0) == pytest.approx(0.5)  # the budget that runs out first decides
+    assert budget_used(50, 450.0, both) == pytest.approx(0.75)
 
 
 def test_constant_schedule_and_no_warmup():
