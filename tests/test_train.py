@@ -148,6 +148,7 @@ def test_subword_sampling_trains_and_resumes_exactly(tmp_path, data_cache):
     served = straight.sampler.epoch - (straight.sampler.position == 0)  # the epoch of the last batch
     assert served >= 2 and straight.resegmented.epoch == served
     assert not torch.equal(straight.resegmented.current.tgt_tokens, straight.data.train.tgt_tokens)
+    assert straight._train_split() is straight.resegmented.current  # batches come from the sampled split
     Trainer(_toy(tmp_path / "b", data_cache, "train.max_steps=17", *sampled)).fit(quiet=True)
     resumed = Trainer(_toy(tmp_path / "b", data_cache, "train.max_steps=30", *sampled))
     resumed.fit(quiet=True)
