@@ -126,7 +126,7 @@ class Resegmented:
 
     def split(self, epoch: int) -> EncodedSplit:
         """The pairs segmented for ``epoch`` (kept as ``current`` until another epoch is asked for)."""
-        if epoch != self.epoch or self.current is None:
+        if epoch != self.epoch:
             seed_sampling(self.seed * 100_003 + epoch)
             tok, src_ids, tgt_ids = self.tokenizer, [], []
             for s, t in zip(self.text.src, self.text.tgt, strict=True):

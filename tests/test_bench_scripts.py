@@ -46,23 +46,9 @@ def toy_run(tmp_path_factory) -> Path:
 
 def test_bench_train_reports_every_row(tmp_path, toy_run):
     out = tmp_path / "train.json"
-    done = _run(
-        "scripts/bench_train.py",
-        "--config",
-        "configs/toy.yaml",
-        "--set",
-        f"data.cache_dir={toy_run.parent / 'cache'}",
-        "--rounds",
-        "2",
-        "--round-tokens",
-        "300",
-        "--rss-steps",
-        "3",
-        "--threads",
-        "1",
-        "--out",
-        str(out),
-    )
+    cache = f"data.cache_dir={toy_run.parent / 'cache'}"
+    sizes = "--rounds 2 --round-tokens 300 --rss-steps 3 --threads 1".split()
+    done = _run("scripts/bench_train.py", "--config", "configs/toy.yaml", "--set", cache, *sizes, "--out", str(out))
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     names = [row["name"] for row in report["rows"]]
@@ -77,30 +63,15 @@ def test_bench_train_reports_every_row(tmp_path, toy_run):
 
 def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
     out = tmp_path / "decode.json"
-    done = _run(
-        "scripts/bench_decode.py",
-        "--model",
-        str(toy_run),
-        "--sentences",
-        "10",
-        "--repeats",
-        "1",
-        "--repeats-translate",
-        "1",
-        "--batch",
-        "8",
-        "--steps",
-        "5",
-        "--threads",
-        "1",
-        "--skip-cli",
-        "--out",
-        str(out),
-    )
+    sizes = "--sentences 10 --repeats 1 --repeats-translate 1 --batch 8 --steps 5 --threads 1".split()
+    done = _run("scripts/bench_decode.py", "--model", str(toy_run), *sizes, "--skip-cli", "--out", str(out))
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
-    text = json.dumps(report)
-    assert "ratio" in text and "bleu" in text.lower()
+    assert report["cache"]["same_tokens"] and report["cache"]["ratio_median"] > 0  # cached == uncached output
+    settings = {(row["precision"], row["beam"]) for row in report["translate"]}
+    assert {("float32", 1), ("float32", 5)} <= settings
+    for row in report["translate"]:
+        assert row["sentences"] == 10 and row["sentences_per_s"] > 0 and 0 <= row["bleu"] <= 100
 
 
 def test_profile_step_splits_the_time_of_both_precisions(tmp_path, toy_run):
