@@ -32,7 +32,7 @@ KINDS = {
     "attention (fused SDPA)": ("scaled_dot_product", "_flash_attention", "_efficient_attention"),
     "dropout masks": ("bernoulli", "dropout"),
     "layer norm": ("layer_norm",),
-    "loss, softmax": ("cross_entropy", "log_softmax", "softmax", "nll_loss"),
+    "loss, softmax": ("cross_entropy", "log_softmax", "softmax", "nll_loss", "logsumexp"),
     "dtype casts, copies": ("aten::to", "_to_copy", "copy_", "clone"),
     "element-wise, other": ("",),
 }

@@ -1,6 +1,8 @@
 """The encoder-decoder Transformer: ``encode`` reads the source once, ``decode``
 runs the decoder (whole target in training, one new position per step with a
-``DecoderCache`` at inference), ``logits`` projects to the vocabulary.
+``DecoderCache`` at inference), ``logits`` projects to the vocabulary. Training
+takes ``states`` (teacher forcing) and lets ``seq2seq.loss`` project them fused
+with the loss.
 
 The model does no I/O: tensors in, tensors out.
 """
@@ -80,7 +82,11 @@ class Transformer(nn.Module):
         """Decoder states (..., D) -> vocabulary logits (..., V)."""
         return self.out_proj(states)
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing: src (B, S), tgt_in (B, T) = ``<start> y…`` -> logits (B, T, V)."""
+    def states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: src (B, S), tgt_in (B, T) = ``<start> y…`` -> decoder states (B, T, D)."""
         src_mask = padding_mask(src, self.pad_id)
-        return self.logits(self.decode(tgt_in, self.encode(src, src_mask), src_mask))
+        return self.decode(tgt_in, self.encode(src, src_mask), src_mask)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: src (B, S), tgt_in (B, T) -> logits (B, T, V)."""
+        return self.logits(self.states(src, tgt_in))

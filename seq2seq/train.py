@@ -2,8 +2,9 @@
 schedule, clipping, accumulation, periodic validation (loss, BLEU, chrF),
 atomic checkpoints and exact resume.
 
-The trainer knows the model only through ``forward(src, tgt_in) -> logits`` and
-the data only through ``PreparedData``.
+The trainer knows the model only through ``states(src, tgt_in)`` and its output
+projection ``out_proj`` (the loss fuses the two, ``seq2seq.loss``), and the data
+only through ``PreparedData``.
 """
 
 import json
@@ -20,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
@@ -30,6 +30,7 @@ from seq2seq.config import Config, TrainConfig, save_config
 from seq2seq.dataset import EncodedSplit, PreparedData, Resegmented, prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
+from seq2seq.loss import projected_cross_entropy
 from seq2seq.model import Transformer
 from seq2seq.tokenizer import PAD
 from seq2seq.translate import search_ids
@@ -100,17 +101,11 @@ def lr_factor(step: int, cfg: TrainConfig, elapsed: float = 0.0) -> float:
     return warmup
 
 
-def batch_loss(model: nn.Module, batch: Batch, label_smoothing: float, bf16: bool) -> torch.Tensor:
+def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, bf16: bool) -> torch.Tensor:
     """Summed label-smoothed cross-entropy over non-pad target tokens (teacher forcing)."""
     with autocast(batch.src.device, bf16):
-        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(),
-        batch.tgt_out.flatten(),
-        ignore_index=PAD,
-        label_smoothing=label_smoothing,
-        reduction="sum",
-    )
+        states = model.states(batch.src, batch.tgt_in)  # (B, T, D)
+        return projected_cross_entropy(states, model.out_proj.weight, batch.tgt_out, label_smoothing)
 
 
 @torch.no_grad()

@@ -1,0 +1,88 @@
+"""The fused projection + label-smoothed cross-entropy equals the plain two-step loss."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from seq2seq import loss as loss_module
+from seq2seq.loss import projected_cross_entropy
+from tests.conftest import PAD
+
+
+def plain_loss(states: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
+    logits = (states @ weight.t()).flatten(0, 1).float()
+    return F.cross_entropy(logits, targets.flatten(), ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+
+
+def inputs(dtype: torch.dtype = torch.float32, vocab: int = 50) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """states (3, 7, 16) and weight (vocab, 16) needing gradients; targets (3, 7) with padded tails."""
+    torch.manual_seed(0)
+    states = torch.randn(3, 7, 16, dtype=dtype, requires_grad=True)
+    weight = torch.randn(vocab, 16, dtype=dtype, requires_grad=True)
+    targets = torch.randint(4, vocab, (3, 7))
+    targets[0, 5:] = PAD
+    targets[2, 1:] = PAD
+    return states, weight, targets
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 256])  # 13 real rows: chunks of one row, a partial last chunk, one chunk
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_value_and_gradients_match_plain_cross_entropy(monkeypatch, chunk, smoothing):
+    monkeypatch.setattr(loss_module, "CHUNK_ROWS", chunk)
+    states, weight, targets = inputs()
+    expected = plain_loss(states, weight, targets, smoothing)
+    expected_grads = torch.autograd.grad(expected, (states, weight))
+    got = projected_cross_entropy(states, weight, targets, smoothing)
+    got_grads = torch.autograd.grad(got, (states, weight))
+    torch.testing.assert_close(got, expected)
+    for g, e in zip(got_grads, expected_grads, strict=True):
+        torch.testing.assert_close(g, e)
+    assert got_grads[0][targets == PAD].abs().max() == 0  # padded positions get no gradient
+
+
+def test_gradcheck_in_double(monkeypatch):
+    monkeypatch.setattr(loss_module, "CHUNK_ROWS", 5)
+    states, weight, targets = inputs(torch.float64, vocab=9)
+    targets = targets % 9
+    assert torch.autograd.gradcheck(lambda s, w: projected_cross_entropy(s, w, targets, 0.1), (states, weight))
+
+
+def test_upstream_gradient_scales_the_result():
+    states, weight, targets = inputs()
+    (projected_cross_entropy(states, weight, targets, 0.1) / 4).backward()
+    scaled = states.grad.clone()
+    states.grad = None
+    projected_cross_entropy(states, weight, targets, 0.1).backward()
+    torch.testing.assert_close(scaled * 4, states.grad)
+
+
+def test_all_padding_gives_zero_loss_and_gradients():
+    states, weight, targets = inputs()
+    loss = projected_cross_entropy(states, weight, torch.full_like(targets, PAD), 0.1)
+    loss.backward()
+    assert loss.item() == 0 and states.grad.abs().max() == 0 and weight.grad.abs().max() == 0
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_gradients_are_computed_only_when_wanted(monkeypatch, grad):
+    monkeypatch.setattr(loss_module, "CHUNK_ROWS", 4)  # 13 real rows: 4 chunks
+    states, weight, targets = inputs()
+    with torch.set_grad_enabled(grad), torch.autograd.profiler.profile() as prof:
+        loss = projected_cross_entropy(states, weight, targets, 0.0)
+    assert loss.requires_grad == grad
+    matmuls = sum(event.name == "aten::mm" for event in prof.function_events)
+    assert matmuls == (3 if grad else 1) * 4  # per chunk: logits, and with gradients dL/dh and dL/dW
+    torch.testing.assert_close(loss, plain_loss(states, weight, targets, 0.0).detach())
+
+
+def test_bf16_autocast_matches_the_plain_loss_under_autocast():
+    states, weight, targets = inputs()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = projected_cross_entropy(states, weight, targets, 0.1)
+        expected = plain_loss(states, weight, targets, 0.1)
+    assert got.dtype == torch.float32  # the softmax and the sum stay in float32
+    torch.testing.assert_close(got, expected, rtol=1e-3, atol=0)
+    got_grad = torch.autograd.grad(got, weight)[0]
+    expected_grad = torch.autograd.grad(expected, weight)[0]
+    assert got_grad.dtype == torch.float32
+    torch.testing.assert_close(got_grad, expected_grad, rtol=0.05, atol=0.05)
