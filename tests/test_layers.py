@@ -12,6 +12,7 @@ from seq2seq.config import ModelConfig
 from seq2seq.layers import (
     DecoderCache,
     DecoderLayer,
+    Dropout,
     Embedding,
     EncoderLayer,
     FeedForward,
@@ -127,6 +128,29 @@ def test_feed_forward_shape(activation):
     assert ffn(x).shape == (B, T, D)
     expected_act = F.gelu if activation == "gelu" else F.relu
     torch.testing.assert_close(ffn(x), ffn.down(expected_act(ffn.up(x))))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_zeroes_a_share_p_and_keeps_the_expectation(dtype):
+    torch.manual_seed(0)
+    x = torch.full((400, 500), 2.0, dtype=dtype, requires_grad=True)
+    y = Dropout(0.3).train()(x)
+    kept = y != 0
+    assert y.dtype == dtype
+    assert abs(kept.float().mean().item() - 0.7) < 0.005  # 200k draws: sd 0.001
+    torch.testing.assert_close(y[kept].float(), torch.full_like(y[kept].float(), 2.0 / 0.7), rtol=1e-2, atol=0)
+    assert abs(y.float().mean().item() - 2.0) < 0.02  # inverted dropout: the mean is unchanged
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, y.detach() / 2.0)  # gradient: the same mask and scale
+
+
+def test_dropout_is_identity_in_eval_mode_and_at_zero_and_follows_the_seed():
+    x = torch.randn(50, 60)
+    assert Dropout(0.3).eval()(x) is x and Dropout(0.0).train()(x) is x
+    torch.manual_seed(3)
+    first = Dropout(0.5).train()(x)
+    torch.manual_seed(3)
+    assert torch.equal(first, Dropout(0.5).train()(x))
 
 
 def test_sinusoids_formula():
