@@ -1,9 +1,9 @@
-"""Plot learning curves: dev BLEU and chrF against training minutes, one line per run.
+"""Plot learning curves: dev BLEU, chrF and loss against training minutes, one line per run.
 
 Reads each run directory's ``metrics.jsonl`` (written by ``seq2seq train``); the
-validation records are the lines that carry ``dev_bleu``. BLEU goes on the top
-panel, chrF on the bottom one, both against the ``minutes`` the run had trained
-at that validation, so runs of different speeds compare on the same clock.
+validation records are the lines that carry ``dev_bleu``. BLEU, chrF and dev loss
+go on three panels, all against the ``minutes`` the run had trained at that
+validation, so runs of different speeds compare on the same clock.
 
     python scripts/plot_curve.py runs/zh-en [runs/other ...] --out docs/learning_curve.png
 """
@@ -40,7 +40,7 @@ def read_validations(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def plot(runs: dict[str, list[dict[str, Any]]], out: Path, title: str) -> None:
-    """Draw BLEU (top) and chrF (bottom) against minutes for every run; write a PNG."""
+    """Draw BLEU, chrF and dev loss (top to bottom) against minutes for every run; write a PNG."""
     try:
         import matplotlib
 
@@ -48,19 +48,19 @@ def plot(runs: dict[str, list[dict[str, Any]]], out: Path, title: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise CurveError("plotting needs matplotlib: pip install 'seq2seq[plot]' (or pip install matplotlib)") from None
-    fig, (ax_bleu, ax_chrf) = plt.subplots(2, 1, sharex=True, figsize=(7, 6))
-    for name, records in runs.items():
-        minutes = [r.get("minutes", 0.0) for r in records]
-        ax_bleu.plot(minutes, [r["dev_bleu"] for r in records], marker="o", markersize=3, label=name)
-        if all("dev_chrf" in r for r in records):
-            ax_chrf.plot(minutes, [r["dev_chrf"] for r in records], marker="o", markersize=3, label=name)
-    ax_bleu.set_ylabel("dev BLEU")
-    ax_chrf.set_ylabel("dev chrF")
-    ax_chrf.set_xlabel("training minutes")
-    for ax in (ax_bleu, ax_chrf):
+    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(7, 8))
+    panels = {"dev_bleu": "dev BLEU", "dev_chrf": "dev chrF", "dev_loss": "dev loss (per token)"}
+    for ax, (key, label) in zip(axes, panels.items(), strict=True):
+        for name, records in runs.items():
+            points = [(r.get("minutes", 0.0), r[key]) for r in records if key in r]
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
+        ax.set_ylabel(label)
+    axes[-1].set_xlabel("training minutes")
+    for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
-    ax_bleu.set_title(title)
+    axes[0].set_title(title)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -68,10 +68,10 @@ def plot(runs: dict[str, list[dict[str, Any]]], out: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Plot dev BLEU and chrF against minutes from metrics.jsonl files.")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (each holding metrics.jsonl)")
     parser.add_argument("--out", type=Path, default=Path("docs/learning_curve.png"), help="PNG to write")
-    parser.add_argument("--title", default="greedy dev BLEU / chrF during training", help="figure title")
+    parser.add_argument("--title", default="greedy dev BLEU / chrF and dev loss during training", help="figure title")
     args = parser.parse_args(argv)
     try:
         runs: dict[str, list[dict[str, Any]]] = {}
