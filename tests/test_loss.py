@@ -5,8 +5,10 @@ import torch
 import torch.nn.functional as F
 
 from seq2seq import loss as loss_module
+from seq2seq.batching import Batch
 from seq2seq.loss import projected_cross_entropy
-from tests.conftest import PAD
+from seq2seq.train import batch_loss
+from tests.conftest import PAD, START, VOCAB
 
 
 def plain_loss(states: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
@@ -86,3 +88,20 @@ def test_bf16_autocast_matches_the_plain_loss_under_autocast():
     expected_grad = torch.autograd.grad(expected, weight)[0]
     assert got_grad.dtype == torch.float32
     torch.testing.assert_close(got_grad, expected_grad, rtol=0.05, atol=0.05)
+
+
+@pytest.mark.parametrize("tie", ["all", "none"])
+def test_the_trainers_batch_loss_is_the_plain_loss_of_the_models_logits(tiny_model, tie):
+    """batch_loss wires states and the output projection (tied or not) into the fused loss."""
+    model = tiny_model(tie_embeddings=tie)
+    torch.manual_seed(1)
+    src = torch.randint(4, VOCAB, (3, 6))
+    tgt_out = torch.randint(4, VOCAB, (3, 5))
+    src[1, 4:] = PAD
+    tgt_out[2, 3:] = PAD
+    tgt_in = torch.cat([torch.full((3, 1), START), tgt_out[:, :-1]], dim=1).masked_fill(tgt_out == PAD, PAD)
+    batch = Batch(src, tgt_in, tgt_out)
+    expected = F.cross_entropy(
+        model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=PAD, label_smoothing=0.1, reduction="sum"
+    )
+    torch.testing.assert_close(batch_loss(model, batch, 0.1, bf16=False), expected)
