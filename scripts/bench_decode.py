@@ -41,8 +41,9 @@ from seq2seq.evaluate import score
 from seq2seq.layers import DecoderCache
 from seq2seq.masks import padding_mask
 from seq2seq.model import Transformer
+from seq2seq.precision import autocast, use_bf16
 from seq2seq.tokenizer import BOS, PAD
-from seq2seq.train import autocast, resolve_device, use_bf16
+from seq2seq.train import resolve_device
 from seq2seq.translate import Translator, load_model
 
 CLI_SENTENCE = "今天天气很好。"

@@ -5,13 +5,14 @@ embeddings), the same AdamW, schedule and label-smoothed loss, and train in one 
 alternating in rounds, on the same Tatoeba training split:
 
 * ours      — length-bucketed batches from ``BucketSampler``, the recipe's precision (bf16
-              autocast where the CPU has native bf16), our attention (SDPA), the loss fused
-              with the output projection (``seq2seq.loss``);
+              weights with float32 master weights where the CPU has native bf16,
+              ``seq2seq.precision``), our attention (SDPA), the loss fused with the output
+              projection (``seq2seq.loss``);
 * baseline  — ``nn.Transformer`` in float32 on random (unbucketed) batches of the same token
               budget, full logits and ``F.cross_entropy``, the way a plain training script does it.
 
-Three more rows separate the effects: ours with the plain loss, ours in float32, and the
-baseline on our buckets.
+Three more rows separate the effects: ours with bf16 autocast (float32 weights), ours in
+float32, and the baseline on our buckets.
 Reported per row: steps/s and non-pad target tokens/s (min/median/max over rounds), useful
 GFLOP/s (6 × non-embedding parameters × tokens, plus the output projection) against a measured
 matmul peak in the row's precision, and the dev loss after training, to show that speed did not
@@ -46,8 +47,9 @@ from seq2seq.config import Config, load_config
 from seq2seq.dataset import EncodedSplit, prepare_data
 from seq2seq.layers import sinusoids
 from seq2seq.model import Transformer
+from seq2seq.precision import MasterWeights, autocast, resolve_precision
 from seq2seq.tokenizer import PAD
-from seq2seq.train import autocast, batch_loss, dev_loss, lr_factor, use_bf16
+from seq2seq.train import batch_loss, dev_loss, lr_factor
 
 
 class TorchTransformer(nn.Module):
@@ -121,8 +123,9 @@ class Row:
     name: str
     model: nn.Module
     batches: list[Tensor]
-    bf16: bool
+    precision: str  # float32 | bf16-autocast | bf16 (seq2seq.precision)
     loss: Callable[[nn.Module, Batch, float, bool], Tensor]
+    master: MasterWeights | None = field(default=None, init=False)
     optimizer: torch.optim.Optimizer = None
     scheduler: torch.optim.lr_scheduler.LRScheduler = None
     position: int = 0
@@ -132,6 +135,18 @@ class Row:
     seconds: float = 0.0
     tokens: int = 0
     padding: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.master = MasterWeights(self.model) if self.precision == "bf16" else None
+
+    @property
+    def work(self) -> nn.Module:
+        """The model the forward and backward passes run on."""
+        return self.master.work if self.master else self.model
+
+    @property
+    def bf16(self) -> bool:
+        return self.precision != "float32"
 
 
 def flops_per_step(model: nn.Module, src: Tensor, tgt_out: Tensor, vocab: int, d_model: int) -> float:
@@ -154,13 +169,17 @@ def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vo
     while tokens < target_tokens:
         batch = train.batch(row.batches[row.position % len(row.batches)])
         row.position += 1
-        loss = row.loss(row.model, batch, cfg.train.label_smoothing, row.bf16)
+        loss = row.loss(row.work, batch, cfg.train.label_smoothing, row.precision == "bf16-autocast")
         n = batch.tokens
         (loss / n).backward()
+        if row.master:
+            row.master.collect_grads()
         nn.utils.clip_grad_norm_(row.model.parameters(), cfg.train.clip_norm)
         row.optimizer.step()
         row.scheduler.step()
         row.optimizer.zero_grad(set_to_none=True)
+        if row.master:
+            row.master.sync()
         tokens += n
         steps += 1
         flops += flops_per_step(row.model, batch.src, batch.tgt_out, vocab, cfg.model.d_model)
@@ -213,7 +232,7 @@ def main() -> None:
     data = prepare_data(cfg.data)
     train, vocab = data.train, data.tokenizer.tgt_vocab_size
     device = torch.device("cpu")
-    bf16 = use_bf16(cfg.train.precision, device)
+    precision = resolve_precision(cfg.train.precision, device)
     bucketed = BucketSampler(train.src_lengths, train.tgt_lengths, cfg.data.batch_tokens, seed=1).epoch_batches(0)
     unbucketed = random_batches(train, cfg.data.batch_tokens, seed=1)
 
@@ -225,15 +244,15 @@ def main() -> None:
         torch.manual_seed(1)
         return TorchTransformer(cfg, vocab)
 
-    precision = "bf16" if bf16 else "float32"
     rows = [
-        Row(f"ours, bucketed, {precision}", ours(), bucketed, bf16, batch_loss),
-        Row("nn.Transformer, random batches, float32", baseline(), unbucketed, False, plain_loss),
-        Row(f"ours, bucketed, {precision}, plain loss", ours(), bucketed, bf16, plain_loss),
+        Row(f"ours, bucketed, {precision}", ours(), bucketed, precision, batch_loss),
+        Row("nn.Transformer, random batches, float32", baseline(), unbucketed, "float32", plain_loss),
     ]
-    if bf16:
-        rows.append(Row("ours, bucketed, float32", ours(), bucketed, False, batch_loss))
-    rows.append(Row("nn.Transformer, bucketed, float32", baseline(), bucketed, False, plain_loss))
+    if precision == "bf16":
+        rows.append(Row("ours, bucketed, bf16-autocast", ours(), bucketed, "bf16-autocast", batch_loss))
+    if precision != "float32":
+        rows.append(Row("ours, bucketed, float32", ours(), bucketed, "float32", batch_loss))
+    rows.append(Row("nn.Transformer, bucketed, float32", baseline(), bucketed, "float32", plain_loss))
     for row in rows:
         row.optimizer = torch.optim.AdamW(
             row.model.parameters(),
@@ -248,6 +267,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for row in rows:
             run_steps(row, train, cfg, args.round_tokens, vocab)
+    bf16 = any(row.bf16 for row in rows)
     peaks = {False: matmul_peak(torch.float32), True: matmul_peak(torch.bfloat16) if bf16 else float("nan")}
     rss = peak_rss_mb(args.config, args.set, args.rss_steps) if args.rss_steps else None
 

@@ -1,7 +1,8 @@
-"""Where a training step's time goes: matmuls against everything else, float32 and bf16.
+"""Where a training step's time goes: matmuls against everything else, in each precision.
 
 Trains the recipe's model on its bucketed batches (a few warm-up steps, then ``--steps``
-profiled steps per precision) under ``torch.profiler`` and groups the operators' own CPU time
+profiled steps per precision: float32, bf16 autocast, bf16 weights with float32 master
+weights) under ``torch.profiler`` and groups the operators' own CPU time
 into a few kinds. The matmul row also shows the rate the matmuls themselves reach (from the
 profiler's FLOP counts), which bounds the useful GFLOP/s of a whole step: a step cannot beat its
 matmuls, and the rest of the step only adds time.
@@ -22,6 +23,7 @@ from seq2seq.batching import BucketSampler
 from seq2seq.config import load_config
 from seq2seq.dataset import prepare_data
 from seq2seq.model import Transformer
+from seq2seq.precision import MasterWeights
 from seq2seq.tokenizer import PAD
 from seq2seq.train import batch_loss
 
@@ -42,19 +44,24 @@ def kind_of(name: str) -> str:
     return next(kind for kind, parts in KINDS.items() if any(part in name for part in parts))
 
 
-def profile_steps(model: nn.Module, batches: list, bf16: bool, steps: int, label_smoothing: float) -> dict:
+def profile_steps(model: nn.Module, batches: list, precision: str, steps: int, label_smoothing: float) -> dict:
     """Own CPU time per operator kind and total time per phase (seconds), and the matmul FLOPs."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
+    master = MasterWeights(model) if precision == "bf16" else None
 
     def step(batch) -> None:
         with record_function(PHASES[0]):
-            loss = batch_loss(model, batch, label_smoothing, bf16)
+            loss = batch_loss(master.work if master else model, batch, label_smoothing, precision == "bf16-autocast")
         with record_function(PHASES[1]):
             (loss / batch.tokens).backward()
         with record_function(PHASES[2]):
+            if master:
+                master.collect_grads()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            if master:
+                master.sync()
 
     for batch in batches[:3]:  # warm-up: allocator, kernels
         step(batch)
@@ -89,10 +96,10 @@ def main() -> None:
     batches = [train.batch(idx) for idx in sampler.epoch_batches(0)[: 3 + args.steps]]
     tok = data.tokenizer
     results = {}
-    for name, bf16 in (("float32", False), ("bf16", True)):
+    for precision in ("float32", "bf16-autocast", "bf16"):
         torch.manual_seed(0)
         model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD)
-        results[name] = profile_steps(model, batches, bf16, args.steps, cfg.train.label_smoothing)
+        results[precision] = profile_steps(model, batches, precision, args.steps, cfg.train.label_smoothing)
     print(f"{args.steps} training steps of {args.config}, {torch.get_num_threads()} threads; own CPU time by kind")
     print(f"{'kind':<24}" + "".join(f"{name:>20}" for name in results))
     for group, names in (("seconds", KINDS), ("phases", PHASES)):

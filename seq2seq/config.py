@@ -95,7 +95,7 @@ class TrainConfig:
     patience: int = 0  # validations without improvement before stopping; 0: never
     average_last: int = 0  # average the last K validation checkpoints at the end; 0: off
     device: str = "auto"
-    precision: Literal["auto", "float32", "bf16"] = "auto"
+    precision: Literal["auto", "float32", "bf16", "bf16-autocast"] = "auto"
     threads: int = 0  # 0: all available cores
 
 

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from seq2seq.errors import UserError
 from seq2seq.evaluate import score
 from seq2seq.loss import projected_cross_entropy
 from seq2seq.model import Transformer
+from seq2seq.precision import DESCRIPTIONS, MasterWeights, autocast, resolve_precision
 from seq2seq.tokenizer import PAD
 from seq2seq.translate import search_ids
 
@@ -43,29 +44,6 @@ def resolve_device(name: str) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"device {name!r} asked for, but no CUDA GPU is available; use --device cpu")
     return torch.device(name)
-
-
-def cpu_has_fast_bf16() -> bool:
-    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def use_bf16(precision: str, device: torch.device) -> bool:
-    """Whether to autocast to bfloat16: 'auto' picks it where the hardware is fast at it."""
-    if precision == "auto":
-        if device.type == "cuda":
-            return torch.cuda.is_bf16_supported()
-        return cpu_has_fast_bf16()
-    return precision == "bf16"
-
-
-def autocast(device: torch.device, bf16: bool) -> Any:
-    """bf16 autocast context (or a no-op)."""
-    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
 
 
 def spread(total: int, n: int) -> list[int]:
@@ -101,9 +79,9 @@ def lr_factor(step: int, cfg: TrainConfig, elapsed: float = 0.0) -> float:
     return warmup
 
 
-def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, bf16: bool) -> torch.Tensor:
+def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, bf16_autocast: bool) -> torch.Tensor:
     """Summed label-smoothed cross-entropy over non-pad target tokens (teacher forcing)."""
-    with autocast(batch.src.device, bf16):
+    with autocast(batch.src.device, bf16_autocast):
         states = model.states(batch.src, batch.tgt_in)  # (B, T, D)
         return projected_cross_entropy(states, model.out_proj.weight, batch.tgt_out, label_smoothing)
 
@@ -139,13 +117,17 @@ class Trainer:
         self.cfg, self.tc = cfg, cfg.train
         self.run_dir = Path(self.tc.run_dir)
         self.device = device or resolve_device(self.tc.device)
-        self.bf16 = use_bf16(self.tc.precision, self.device)
+        self.precision = resolve_precision(self.tc.precision, self.device)
+        self.bf16 = self.precision != "float32"  # validation and decoding autocast to bf16 in either bf16 mode
         torch.set_num_threads(self.tc.threads or len(os.sched_getaffinity(0)))
         torch.manual_seed(self.tc.seed)
         random.seed(self.tc.seed)
         self.data: PreparedData = prepare_data(cfg.data, self.run_dir)
         tok = self.data.tokenizer
         self.model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD).to(self.device)
+        # bf16: forward and backward run on a bf16 copy; the optimizer and checkpoints keep self.model in float32.
+        self.master = MasterWeights(self.model) if self.precision == "bf16" else None
+        self.work = self.master.work if self.master else self.model
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.tc.lr, betas=tuple(self.tc.adam_betas), weight_decay=self.tc.weight_decay
         )
@@ -221,6 +203,8 @@ class Trainer:
         if state["rng"]["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         self.progress = Progress(**state["progress"])
+        if self.master:
+            self.master.sync()
         return True
 
     # -- validation ------------------------------------------------------
@@ -312,12 +296,15 @@ class Trainer:
             tokens = sum(b.tokens for b in batches)
             total = 0.0
             for batch in batches:
-                loss = batch_loss(self.model, batch, self.tc.label_smoothing, self.bf16)
+                loss = batch_loss(self.work, batch, self.tc.label_smoothing, self.precision == "bf16-autocast")
                 (loss / tokens).backward()
+                if self.master:
+                    self.master.collect_grads()
                 total += loss.item()
         except KeyboardInterrupt:  # the step never happened: rewind so that resume repeats it
             self.sampler.load_state_dict(sampler_before)
             torch.set_rng_state(rng_before)
+            self.work.zero_grad(set_to_none=True)
             self.optimizer.zero_grad(set_to_none=True)
             raise
         with _sigint_deferred():  # the update is all-or-nothing, so a checkpoint never holds half of it
@@ -326,6 +313,8 @@ class Trainer:
             self.optimizer.step()
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
+            if self.master:
+                self.master.sync()
             self.progress.step += 1
         return total / tokens, tokens
 
@@ -346,14 +335,14 @@ class Trainer:
         )
         n_params = sum(t.numel() for t in self.model.parameters())
         log(
-            f"model: {n_params / 1e6:.1f}M parameters on {self.device}, {'bf16 autocast' if self.bf16 else 'float32'}"
+            f"model: {n_params / 1e6:.1f}M parameters on {self.device}, {DESCRIPTIONS[self.precision]}"
             f", {torch.get_num_threads()} threads" + (f"; resumed at step {p.step}" if resumed else "")
         )
         metrics = (self.run_dir / "metrics.jsonl").open(
             "a", encoding="utf-8", buffering=1
         )  # line-buffered: tail -f works
         self._batches = iter(self.sampler)
-        self.model.train()
+        self.work.train()
         started, elapsed_before = time.perf_counter(), p.elapsed
         bar = tqdm(total=self.tc.max_steps or None, initial=p.step, disable=quiet, unit="step", dynamic_ncols=True)
         window_tokens, window_start, reason = 0, time.perf_counter(), None

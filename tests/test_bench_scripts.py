@@ -74,7 +74,7 @@ def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
         assert row["sentences"] == 10 and row["sentences_per_s"] > 0 and 0 <= row["bleu"] <= 100
 
 
-def test_profile_step_splits_the_time_of_both_precisions(tmp_path, toy_run):
+def test_profile_step_splits_the_time_of_every_precision(tmp_path, toy_run):
     out = tmp_path / "profile.json"
     cache = f"data.cache_dir={toy_run.parent / 'cache'}"
     done = _run(
@@ -82,7 +82,7 @@ def test_profile_step_splits_the_time_of_both_precisions(tmp_path, toy_run):
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
-    for precision in ("float32", "bf16"):
+    for precision in ("float32", "bf16-autocast", "bf16"):
         r = report[precision]
         assert r["seconds"]["matmul"] > 0 and r["matmul_flops"] > 0
         assert set(r["phases"]) == {"forward + loss", "backward", "clip + optimizer"}

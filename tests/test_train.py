@@ -50,8 +50,11 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 # -- the training loop -------------------------------------------------------
-def test_loss_decreases(tmp_path, data_cache):
-    cfg = _toy(tmp_path / "run", data_cache, "train.max_steps=60", "train.eval_every=60")
+@pytest.mark.parametrize("precision", ["float32", "bf16"])
+def test_loss_decreases(tmp_path, data_cache, precision):
+    cfg = _toy(
+        tmp_path / "run", data_cache, "train.max_steps=60", "train.eval_every=60", f"train.precision={precision}"
+    )
     trainer = Trainer(cfg)
     initial = dev_loss(trainer.model, trainer.data.dev, cfg.data.batch_tokens, trainer.device, False)
     assert initial > 0.9 * math.log(trainer.data.tokenizer.tgt_vocab_size)  # an untrained model guesses
@@ -115,6 +118,23 @@ def test_resume_continues_exactly(tmp_path, data_cache, straight_run):
     assert last["progress"]["step"] == 40
     for name, tensor in resumed.model.state_dict().items():
         assert torch.equal(last["model"][name], tensor)
+
+
+def test_bf16_master_weights_resume_exactly_and_checkpoint_float32(tmp_path, data_cache):
+    """precision bf16: passes run on a bf16 copy; 10 steps + resume to 20 == 20 straight; checkpoints are float32."""
+    bf16 = ["train.eval_every=10", "train.precision=bf16"]
+    straight = Trainer(_toy(tmp_path / "a", data_cache, "train.max_steps=20", *bf16))
+    assert all(p.dtype == torch.bfloat16 for p in straight.work.parameters())
+    straight.fit(quiet=True)
+    Trainer(_toy(tmp_path / "b", data_cache, "train.max_steps=10", *bf16)).fit(quiet=True)
+    resumed = Trainer(_toy(tmp_path / "b", data_cache, "train.max_steps=20", *bf16))
+    resumed.fit(quiet=True)
+    _assert_same_training_state(straight, resumed)
+    for name, tensor in resumed.work.state_dict().items():  # the working copy is the rounded master
+        assert torch.equal(tensor, resumed.model.state_dict()[name].to(torch.bfloat16)), name
+    for path in ("last.pt", "best.pt"):
+        weights = load_checkpoint(tmp_path / "b" / path)["model"]
+        assert all(t.dtype == torch.float32 for t in weights.values() if t.is_floating_point())
 
 
 def test_interrupt_inside_a_step_is_repeated_on_resume(tmp_path, data_cache, straight_run, monkeypatch):

@@ -1,0 +1,88 @@
+"""Training precision: float32, bf16 autocast, or bf16 weights with float32 master weights.
+
+* ``float32``: everything in float32.
+* ``bf16-autocast``: float32 weights; autocast runs each matmul in bf16, casting its inputs
+  (weights, activations) on the way in and the gradients on the way out.
+* ``bf16``: the forward and backward passes run on a bf16 copy of the model, so activations
+  and gradients stay bf16 and nothing is cast per matmul; the optimizer updates the float32
+  weights (``MasterWeights``), since a bf16 weight would lose updates smaller than 1/256 of it.
+  Softmaxes, LayerNorm statistics and the loss still accumulate in float32.
+* ``auto``: ``bf16`` on CPUs with native bf16 (AVX-512 BF16 or AMX), ``bf16-autocast`` on
+  CUDA GPUs with bf16, else ``float32``.
+"""
+
+import copy
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+DESCRIPTIONS = {
+    "float32": "float32",
+    "bf16-autocast": "bf16 autocast",
+    "bf16": "bf16 weights (float32 master weights)",
+}
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """'auto' -> the precision to train in on ``device``; other values unchanged.
+
+    CUDA with bf16: ``bf16-autocast`` (the standard mixed-precision path, fused SDPA kernels).
+    A CPU with native bf16: ``bf16``. Anything else: ``float32``.
+    """
+    if precision != "auto":
+        return precision
+    if device.type == "cuda":
+        return "bf16-autocast" if torch.cuda.is_bf16_supported() else "float32"
+    return "bf16" if cpu_has_fast_bf16() else "float32"
+
+
+def use_bf16(precision: str, device: torch.device) -> bool:
+    """Whether ``precision`` computes in bf16 on ``device`` (either way of doing it)."""
+    return resolve_precision(precision, device) != "float32"
+
+
+def autocast(device: torch.device, bf16: bool) -> Any:
+    """bf16 autocast context (or a no-op)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+
+
+class MasterWeights:
+    """A bf16 working copy of a float32 model: passes run on ``work``, updates on ``master``.
+
+    Per optimizer step: forward/backward on ``work``, ``collect_grads()`` after each backward
+    (adds the bf16 gradients into the float32 ``.grad`` of ``master``), the optimizer steps
+    ``master``, then ``sync()`` rounds the new weights into ``work``. Tied parameters stay tied
+    (the copy is a deep copy). Checkpoints and evaluation use ``master``.
+    """
+
+    def __init__(self, master: nn.Module) -> None:
+        self.master = master
+        self.work = copy.deepcopy(master).to(torch.bfloat16)
+        self._pairs = list(zip(master.parameters(), self.work.parameters(), strict=True))
+
+    @torch.no_grad()
+    def collect_grads(self) -> None:
+        """master.grad += float(work.grad); work's gradients are cleared."""
+        for m, w in self._pairs:
+            if w.grad is None:
+                continue
+            m.grad = w.grad.float() if m.grad is None else m.grad.add_(w.grad)
+            w.grad = None
+
+    @torch.no_grad()
+    def sync(self) -> None:
+        """work <- bf16(master), e.g. after an optimizer step or loading a checkpoint."""
+        for m, w in self._pairs:
+            w.copy_(m)
