@@ -48,11 +48,29 @@ def test_bench_train_reports_every_row(tmp_path, toy_run):
     out = tmp_path / "train.json"
     cache = f"data.cache_dir={toy_run.parent / 'cache'}"
     sizes = "--rounds 2 --round-tokens 300 --rss-steps 3 --threads 1".split()
-    done = _run("scripts/bench_train.py", "--config", "configs/toy.yaml", "--set", cache, *sizes, "--out", str(out))
+    bf16 = "train.precision=bf16"  # every row: bf16 weights, bf16 autocast and float32
+    done = _run(
+        "scripts/bench_train.py",
+        "--config",
+        "configs/toy.yaml",
+        "--set",
+        cache,
+        "--set",
+        bf16,
+        *sizes,
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     names = [row["name"] for row in report["rows"]]
-    assert names[0].startswith("ours, bucketed") and names[1].startswith("nn.Transformer, random")
+    assert names == [
+        "ours, bucketed, bf16",
+        "nn.Transformer, random batches, float32",
+        "ours, bucketed, bf16-autocast",
+        "ours, bucketed, float32",
+        "nn.Transformer, bucketed, float32",
+    ]
     for row in report["rows"]:
         assert row["tokens_per_s"]["min"] <= row["tokens_per_s"]["median"] <= row["tokens_per_s"]["max"]
         assert row["target_tokens_trained"] >= 2 * 300

@@ -33,7 +33,7 @@ def _loss(model: nn.Module) -> torch.Tensor:
 @pytest.mark.parametrize("fast", [True, False])
 def test_auto_on_cpu_follows_native_bf16(monkeypatch, fast):
     monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: fast)
-    assert resolve_precision("auto", torch.device("cpu")) == ("bf16" if fast else "float32")
+    assert resolve_precision("auto", torch.device("cpu")) == ("bf16-autocast" if fast else "float32")
     for explicit in ("float32", "bf16", "bf16-autocast"):
         assert resolve_precision(explicit, torch.device("cpu")) == explicit
 
