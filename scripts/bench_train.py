@@ -124,7 +124,7 @@ class Row:
     batches: list[Tensor]
     precision: str  # float32 | bf16-autocast | bf16 (seq2seq.precision)
     loss: Callable[[nn.Module, Batch, float, bool], Tensor]
-    master: MasterWeights | None = field(default=None, init=False)
+    weights: MasterWeights = field(init=False)
     optimizer: torch.optim.Optimizer = None
     scheduler: torch.optim.lr_scheduler.LRScheduler = None
     position: int = 0
@@ -136,12 +136,7 @@ class Row:
     padding: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.master = MasterWeights(self.model) if self.precision == "bf16" else None
-
-    @property
-    def work(self) -> nn.Module:
-        """The model the forward and backward passes run on."""
-        return self.master.work if self.master else self.model
+        self.weights = MasterWeights(self.model, bf16=self.precision == "bf16")
 
     @property
     def bf16(self) -> bool:
@@ -168,17 +163,15 @@ def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vo
     while tokens < target_tokens:
         batch = train.batch(row.batches[row.position % len(row.batches)])
         row.position += 1
-        loss = row.loss(row.work, batch, cfg.train.label_smoothing, row.precision == "bf16-autocast")
+        loss = row.loss(row.weights.work, batch, cfg.train.label_smoothing, row.precision == "bf16-autocast")
         n = batch.tokens
         (loss / n).backward()
-        if row.master:
-            row.master.collect_grads()
+        row.weights.collect_grads()
         nn.utils.clip_grad_norm_(row.model.parameters(), cfg.train.clip_norm)
         row.optimizer.step()
         row.scheduler.step()
         row.optimizer.zero_grad(set_to_none=True)
-        if row.master:
-            row.master.sync()
+        row.weights.sync()
         tokens += n
         steps += 1
         flops += flops_per_step(row.model, batch.src, batch.tgt_out, vocab, cfg.model.d_model)

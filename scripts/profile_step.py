@@ -47,21 +47,19 @@ def kind_of(name: str) -> str:
 def profile_steps(model: nn.Module, batches: list, precision: str, steps: int, label_smoothing: float) -> dict:
     """Own CPU time per operator kind and total time per phase (seconds), and the matmul FLOPs."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
-    master = MasterWeights(model) if precision == "bf16" else None
+    weights = MasterWeights(model, bf16=precision == "bf16")
 
     def step(batch) -> None:
         with record_function(PHASES[0]):
-            loss = batch_loss(master.work if master else model, batch, label_smoothing, precision == "bf16-autocast")
+            loss = batch_loss(weights.work, batch, label_smoothing, precision == "bf16-autocast")
         with record_function(PHASES[1]):
             (loss / batch.tokens).backward()
         with record_function(PHASES[2]):
-            if master:
-                master.collect_grads()
+            weights.collect_grads()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            if master:
-                master.sync()
+            weights.sync()
 
     for batch in batches[:3]:  # warm-up: allocator, kernels
         step(batch)

@@ -61,12 +61,15 @@ class MasterWeights:
     (adds the bf16 gradients into the float32 ``.grad`` of ``master``), the optimizer steps
     ``master``, then ``sync()`` rounds the new weights into ``work``. Tied parameters stay tied
     (the copy is a deep copy). Checkpoints and evaluation use ``master``.
+
+    With ``bf16=False`` (the other precisions) ``work`` is ``master`` itself and both methods do
+    nothing, so a training loop is written once for every precision.
     """
 
-    def __init__(self, master: nn.Module) -> None:
+    def __init__(self, master: nn.Module, bf16: bool = True) -> None:
         self.master = master
-        self.work = copy.deepcopy(master).to(torch.bfloat16)
-        self._pairs = list(zip(master.parameters(), self.work.parameters(), strict=True))
+        self.work = copy.deepcopy(master).to(torch.bfloat16) if bf16 else master
+        self._pairs = list(zip(master.parameters(), self.work.parameters(), strict=True)) if bf16 else []
 
     @torch.no_grad()
     def collect_grads(self) -> None:

@@ -126,8 +126,7 @@ class Trainer:
         tok = self.data.tokenizer
         self.model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD).to(self.device)
         # bf16: forward and backward run on a bf16 copy; the optimizer and checkpoints keep self.model in float32.
-        self.master = MasterWeights(self.model) if self.precision == "bf16" else None
-        self.work = self.master.work if self.master else self.model
+        self.weights = MasterWeights(self.model, bf16=self.precision == "bf16")
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.tc.lr, betas=tuple(self.tc.adam_betas), weight_decay=self.tc.weight_decay
         )
@@ -203,8 +202,7 @@ class Trainer:
         if state["rng"]["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         self.progress = Progress(**state["progress"])
-        if self.master:
-            self.master.sync()
+        self.weights.sync()
         return True
 
     # -- validation ------------------------------------------------------
@@ -296,15 +294,14 @@ class Trainer:
             tokens = sum(b.tokens for b in batches)
             total = 0.0
             for batch in batches:
-                loss = batch_loss(self.work, batch, self.tc.label_smoothing, self.precision == "bf16-autocast")
+                loss = batch_loss(self.weights.work, batch, self.tc.label_smoothing, self.precision == "bf16-autocast")
                 (loss / tokens).backward()
-                if self.master:
-                    self.master.collect_grads()
+                self.weights.collect_grads()
                 total += loss.item()
         except KeyboardInterrupt:  # the step never happened: rewind so that resume repeats it
             self.sampler.load_state_dict(sampler_before)
             torch.set_rng_state(rng_before)
-            self.work.zero_grad(set_to_none=True)
+            self.weights.work.zero_grad(set_to_none=True)
             self.optimizer.zero_grad(set_to_none=True)
             raise
         with _sigint_deferred():  # the update is all-or-nothing, so a checkpoint never holds half of it
@@ -313,8 +310,7 @@ class Trainer:
             self.optimizer.step()
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
-            if self.master:
-                self.master.sync()
+            self.weights.sync()
             self.progress.step += 1
         return total / tokens, tokens
 
@@ -342,7 +338,7 @@ class Trainer:
             "a", encoding="utf-8", buffering=1
         )  # line-buffered: tail -f works
         self._batches = iter(self.sampler)
-        self.work.train()
+        self.weights.work.train()
         started, elapsed_before = time.perf_counter(), p.elapsed
         bar = tqdm(total=self.tc.max_steps or None, initial=p.step, disable=quiet, unit="step", dynamic_ncols=True)
         window_tokens, window_start, reason = 0, time.perf_counter(), None

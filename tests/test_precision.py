@@ -99,3 +99,14 @@ def test_sync_rounds_master_into_work_and_master_keeps_small_updates():
     for _ in range(10):
         lost += 1e-3  # the same updates applied to a bf16 weight: every one is rounded away
     assert lost.item() == 1.0
+
+
+def test_without_bf16_the_work_model_is_the_master_and_nothing_is_copied():
+    master = _model()
+    weights = MasterWeights(master, bf16=False)
+    assert weights.work is master
+    _loss(weights.work).backward()
+    grads = [p.grad.clone() for p in master.parameters()]
+    weights.collect_grads()
+    weights.sync()
+    assert all(torch.equal(p.grad, g) for p, g in zip(master.parameters(), grads, strict=True))

@@ -124,13 +124,13 @@ def test_bf16_master_weights_resume_exactly_and_checkpoint_float32(tmp_path, dat
     """precision bf16: passes run on a bf16 copy; 10 steps + resume to 20 == 20 straight; checkpoints are float32."""
     bf16 = ["train.eval_every=10", "train.precision=bf16"]
     straight = Trainer(_toy(tmp_path / "a", data_cache, "train.max_steps=20", *bf16))
-    assert all(p.dtype == torch.bfloat16 for p in straight.work.parameters())
+    assert all(p.dtype == torch.bfloat16 for p in straight.weights.work.parameters())
     straight.fit(quiet=True)
     Trainer(_toy(tmp_path / "b", data_cache, "train.max_steps=10", *bf16)).fit(quiet=True)
     resumed = Trainer(_toy(tmp_path / "b", data_cache, "train.max_steps=20", *bf16))
     resumed.fit(quiet=True)
     _assert_same_training_state(straight, resumed)
-    for name, tensor in resumed.work.state_dict().items():  # the working copy is the rounded master
+    for name, tensor in resumed.weights.work.state_dict().items():  # the working copy is the rounded master
         assert torch.equal(tensor, resumed.model.state_dict()[name].to(torch.bfloat16)), name
     for path in ("last.pt", "best.pt"):
         weights = load_checkpoint(tmp_path / "b" / path)["model"]
