@@ -95,10 +95,7 @@ def test_sync_rounds_master_into_work_and_master_keeps_small_updates():
             weights.sync()
     assert torch.allclose(master.out_proj.weight, torch.full_like(master.out_proj.weight, 1.01))
     assert torch.equal(weights.work.out_proj.weight, master.out_proj.weight.to(torch.bfloat16))
-    lost = torch.tensor(1.0, dtype=torch.bfloat16)
-    for _ in range(10):
-        lost += 1e-3  # the same updates applied to a bf16 weight: every one is rounded away
-    assert lost.item() == 1.0
+    assert not torch.equal(weights.work.out_proj.weight, torch.ones_like(weights.work.out_proj.weight))
 
 
 def test_without_bf16_the_work_model_is_the_master_and_nothing_is_copied():
