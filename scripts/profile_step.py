@@ -20,12 +20,12 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from seq2seq.batching import BucketSampler
-from seq2seq.config import load_config
+from seq2seq.config import TrainConfig, load_config
 from seq2seq.dataset import prepare_data
 from seq2seq.model import Transformer
 from seq2seq.precision import MasterWeights
 from seq2seq.tokenizer import PAD
-from seq2seq.train import batch_loss
+from seq2seq.train import adamw, batch_loss
 
 PHASES = ("forward + loss", "backward", "clip + optimizer")
 # Operator name fragments -> kind; the first match wins (checked in this order).
@@ -44,19 +44,19 @@ def kind_of(name: str) -> str:
     return next(kind for kind, parts in KINDS.items() if any(part in name for part in parts))
 
 
-def profile_steps(model: nn.Module, batches: list, precision: str, steps: int, label_smoothing: float) -> dict:
+def profile_steps(model: nn.Module, batches: list, precision: str, steps: int, tc: TrainConfig) -> dict:
     """Own CPU time per operator kind and total time per phase (seconds), and the matmul FLOPs."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
+    optimizer = adamw(model.parameters(), tc)
     weights = MasterWeights(model, bf16=precision == "bf16")
 
     def step(batch) -> None:
         with record_function(PHASES[0]):
-            loss = batch_loss(weights.work, batch, label_smoothing, precision == "bf16-autocast")
+            loss = batch_loss(weights.work, batch, tc.label_smoothing, precision == "bf16-autocast")
         with record_function(PHASES[1]):
             (loss / batch.tokens).backward()
         with record_function(PHASES[2]):
             weights.collect_grads()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             weights.sync()
@@ -97,7 +97,7 @@ def main() -> None:
     for precision in ("float32", "bf16-autocast", "bf16"):
         torch.manual_seed(0)
         model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD)
-        results[precision] = profile_steps(model, batches, precision, args.steps, cfg.train.label_smoothing)
+        results[precision] = profile_steps(model, batches, precision, args.steps, cfg.train)
     print(f"{args.steps} training steps of {args.config}, {torch.get_num_threads()} threads; own CPU time by kind")
     print(f"{'kind':<24}" + "".join(f"{name:>20}" for name in results))
     for group, names in (("seconds", KINDS), ("phases", PHASES)):

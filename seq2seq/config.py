@@ -37,7 +37,7 @@ class ModelConfig:
     norm: Literal["post", "pre"] = "post"
     tie_embeddings: Literal["all", "decoder", "none"] = "all"
     max_positions: int = 512
-    attention: Literal["sdpa", "explicit"] = "sdpa"
+    attention: Literal["auto", "sdpa", "explicit"] = "auto"
 
     @property
     def resolved_head_dim(self) -> int:

@@ -1,11 +1,12 @@
 """Building blocks of the Transformer, in the order the paper introduces them.
 
-attention -> multi-head attention -> dropout -> feed-forward -> positional
+attention -> dropout -> multi-head attention -> feed-forward -> positional
 encoding -> embeddings -> encoder layer -> decoder layer. Masks follow ``seq2seq.masks``
 (boolean, True = may attend).
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -15,75 +16,27 @@ from torch import Tensor, nn
 from seq2seq.config import ModelConfig
 
 
-def explicit_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float = 0.0
-) -> tuple[Tensor, Tensor]:
-    """softmax(Q Kᵀ / √K) V, written out; returns (output, weights).
+def keep_scale(shape: torch.Size, p: float, dtype: torch.dtype) -> Tensor:
+    """Inverted-dropout multiplier on the CPU: 0 with probability p, else 1 / (1 - p).
 
-    q (B, H, T, K), k and v (B, H, S, K), mask broadcastable to (B, H, T, S).
-    Dividing by √K keeps the dot products at unit variance whatever the head
-    width, so softmax does not saturate into one-hot weights with tiny gradients.
-    Masked logits get the dtype's most negative finite value (not -1e9, which
-    overflows float16); since no row is fully masked, no NaN can appear.
+    Each element is decided by 16 random bits, four elements per 64-bit draw: 3× faster
+    than ``torch.rand`` (one float32 draw per element) and 5× faster than ``F.dropout``'s
+    Bernoulli sampler for 4,000 × 256 elements. p is rounded to a multiple of 2⁻¹⁶ (0.3 →
+    0.300003) and the scale uses the rounded value, so the expectation stays exact.
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(dim=-1)
-    if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
-    return weights @ v, weights  # (B, H, T, K), (B, H, T, S)
-
-
-class MultiHeadAttention(nn.Module):
-    """Project to H heads of width K, attend in each, concatenate, project back.
-
-    ``head_dim = d_model / heads`` splits the width across heads (the paper's
-    choice: same cost as one full-width head); ``head_dim = d_model`` gives every
-    head the full width (H times the cost, more capacity per head).
-    """
-
-    def __init__(self, d_model: int, heads: int, head_dim: int, dropout: float, explicit: bool = False) -> None:
-        super().__init__()
-        self.heads, self.head_dim, self.dropout, self.explicit = heads, head_dim, dropout, explicit
-        self.q_proj = nn.Linear(d_model, heads * head_dim)
-        self.k_proj = nn.Linear(d_model, heads * head_dim)
-        self.v_proj = nn.Linear(d_model, heads * head_dim)
-        self.out_proj = nn.Linear(heads * head_dim, d_model)
-
-    def _split(self, x: Tensor) -> Tensor:
-        b, length, _ = x.shape
-        return x.view(b, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, L, K)
-
-    def keys_values(self, source: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys and values (B, H, S, K) of a source (B, S, D); cacheable."""
-        return self._split(self.k_proj(source)), self._split(self.v_proj(source))
-
-    def weights(self, query: Tensor, keys: Tensor, mask: Tensor | None) -> Tensor:
-        """Attention weights (B, H, T, S), for inspection (e.g. heat maps)."""
-        q = self._split(self.q_proj(query))
-        return explicit_attention(q, keys, keys, mask)[1]
-
-    def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-        """query (B, T, D), keys/values (B, H, S, K), mask -> (B, T, D)."""
-        q = self._split(self.q_proj(query))  # (B, H, T, K)
-        p = self.dropout if self.training else 0.0
-        if self.explicit:
-            out = explicit_attention(q, keys, values, mask, p)[0]
-        else:
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
-        b, _, t, _ = out.shape
-        out = out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)  # (B, T, H*K)
-        return self.out_proj(out)
+    n = math.prod(shape)
+    dropped = round(p * 65536)  # of the 65,536 values a lane can take
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # 64 uniform bits each
+    lanes = draws.view(torch.int16)[:n].view(shape)  # uniform on [-32768, 32767]
+    return (lanes >= dropped - 32768).to(dtype).mul_(65536 / (65536 - dropped))
 
 
 class Dropout(nn.Module):
     """Inverted dropout: in training, zero each element with probability p and scale the rest by 1/(1-p).
 
-    Same distribution as ``nn.Dropout``. On a CPU the mask comes from ``torch.rand``:
-    ``F.dropout``'s Bernoulli sampler took 2.2× as long (forward + backward of 4,000 × 256), and
-    its masks were 12% of a bf16 training step (docs/benchmarks.md). Elsewhere ``F.dropout``
-    runs its fused kernel.
+    Same distribution as ``nn.Dropout`` (up to p rounded to 2⁻¹⁶ on a CPU). On a CPU the mask
+    comes from ``keep_scale``: ``F.dropout``'s masks had been 12% of a bf16 training step
+    (docs/benchmarks.md). Elsewhere ``F.dropout`` runs its fused kernel.
     """
 
     def __init__(self, p: float) -> None:
@@ -96,11 +49,97 @@ class Dropout(nn.Module):
             return x
         if x.device.type != "cpu":
             return F.dropout(x, self.p)
-        keep = torch.rand(x.shape, device=x.device) >= self.p
-        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))
+        return x * keep_scale(x.shape, self.p, x.dtype)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+def explicit_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: Callable[[Tensor], Tensor] | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q Kᵀ / √K) V, written out; returns (output, weights).
+
+    q (B, H, T, K), k and v (B, H, S, K), mask broadcastable to (B, H, T, S);
+    ``dropout`` (e.g. a ``Dropout`` module) is applied to the weights.
+    Dividing by √K keeps the dot products at unit variance whatever the head
+    width, so softmax does not saturate into one-hot weights with tiny gradients.
+    Masked logits get the dtype's most negative finite value (not -1e9, which
+    overflows float16); since no row is fully masked, no NaN can appear.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if dropout is not None:
+        weights = dropout(weights)
+    return weights @ v, weights  # (B, H, T, K), (B, H, T, S)
+
+
+class MultiHeadAttention(nn.Module):
+    """Project to H heads of width K, attend in each, concatenate, project back.
+
+    ``head_dim = d_model / heads`` splits the width across heads (the paper's
+    choice: same cost as one full-width head); ``head_dim = d_model`` gives every
+    head the full width (H times the cost, more capacity per head).
+
+    ``kernel`` picks how the attention itself is computed: ``sdpa`` is
+    ``F.scaled_dot_product_attention`` (fused kernels on CUDA), ``explicit`` is
+    ``explicit_attention``, ``auto`` is ``sdpa`` on CUDA and ``explicit`` on a CPU, where
+    the written-out form was faster (SDPA's CPU path computes bf16 inputs in float32 and
+    draws its dropout mask with the slow Bernoulli sampler; docs/benchmarks.md).
+    """
+
+    def __init__(self, d_model: int, heads: int, head_dim: int, dropout: float, kernel: str = "sdpa") -> None:
+        super().__init__()
+        self.heads, self.head_dim, self.kernel = heads, head_dim, kernel
+        self.q_proj = nn.Linear(d_model, heads * head_dim)
+        self.k_proj = nn.Linear(d_model, heads * head_dim)
+        self.v_proj = nn.Linear(d_model, heads * head_dim)
+        self.out_proj = nn.Linear(heads * head_dim, d_model)
+        self.dropout = Dropout(dropout)
+
+    def _split(self, x: Tensor) -> Tensor:
+        b, length, _ = x.shape
+        return x.view(b, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, L, K)
+
+    def _project(self, x: Tensor, projections: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
+        """Several projections of one input (B, L, D) as one matmul (weights stacked) -> each (B, H, L, K)."""
+        weight = torch.cat([p.weight for p in projections])
+        bias = torch.cat([p.bias for p in projections])
+        return tuple(self._split(part) for part in F.linear(x, weight, bias).chunk(len(projections), dim=-1))
+
+    def keys_values(self, source: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values (B, H, S, K) of a source (B, S, D); cacheable."""
+        return self._project(source, (self.k_proj, self.v_proj))
+
+    def queries_keys_values(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's queries, keys and values (B, H, L, K) of x (B, L, D), in one matmul."""
+        return self._project(x, (self.q_proj, self.k_proj, self.v_proj))
+
+    def weights(self, query: Tensor, keys: Tensor, mask: Tensor | None) -> Tensor:
+        """Attention weights (B, H, T, S), for inspection (e.g. heat maps)."""
+        q = self._split(self.q_proj(query))
+        return explicit_attention(q, keys, keys, mask)[1]
+
+    def explicit(self, device: torch.device) -> bool:
+        """Whether attention on ``device`` is computed by ``explicit_attention``."""
+        return self.kernel == "explicit" or (self.kernel == "auto" and device.type == "cpu")
+
+    def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
+        """query (B, T, D), keys/values (B, H, S, K), mask -> (B, T, D)."""
+        return self.attend(self._split(self.q_proj(query)), keys, values, mask)
+
+    def attend(self, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
+        """Projected queries (B, H, T, K), keys/values (B, H, S, K), mask -> (B, T, D)."""
+        if self.explicit(q.device):
+            out = explicit_attention(q, keys, values, mask, self.dropout)[0]
+        else:
+            p = self.dropout.p if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
+        b, _, t, _ = out.shape
+        out = out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)  # (B, T, H*K)
+        return self.out_proj(out)
 
 
 class FeedForward(nn.Module):
@@ -175,9 +214,7 @@ class _Residual(nn.Module):
 
 
 def _attention(cfg: ModelConfig) -> MultiHeadAttention:
-    return MultiHeadAttention(
-        cfg.d_model, cfg.heads, cfg.resolved_head_dim, cfg.attention_dropout, cfg.attention == "explicit"
-    )
+    return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.resolved_head_dim, cfg.attention_dropout, cfg.attention)
 
 
 class EncoderLayer(nn.Module):
@@ -191,8 +228,9 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D)."""
-        h = self.attn_res.inner(x)
-        x = self.attn_res.add(x, self.self_attn(h, *self.self_attn.keys_values(h), src_mask))
+        x = self.attn_res.add(
+            x, self.self_attn.attend(*self.self_attn.queries_keys_values(self.attn_res.inner(x)), src_mask)
+        )
         return self.ffn_res.add(x, self.ffn(self.ffn_res.inner(x)))
 
 
@@ -245,8 +283,7 @@ class DecoderLayer(nn.Module):
         With ``cache``, x holds only the new positions; this layer's entry
         ``index`` of the cache is extended (self) or created once (cross).
         """
-        h = self.self_res.inner(x)
-        keys, values = self.self_attn.keys_values(h)
+        q, keys, values = self.self_attn.queries_keys_values(self.self_res.inner(x))
         if cache is not None:
             if index < len(cache.self_kv):
                 old_k, old_v = cache.self_kv[index]
@@ -254,7 +291,7 @@ class DecoderLayer(nn.Module):
                 cache.self_kv[index] = (keys, values)
             else:
                 cache.self_kv.append((keys, values))
-        x = self.self_res.add(x, self.self_attn(h, keys, values, self_mask))
+        x = self.self_res.add(x, self.self_attn.attend(q, keys, values, self_mask))
 
         if cache is not None and index < len(cache.cross_kv):
             cross_k, cross_v = cache.cross_kv[index]

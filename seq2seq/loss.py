@@ -9,9 +9,11 @@ and its gradient is simple: ∂loss/∂z = softmax(z) − (1 − ε)·onehot(t) 
 
 ``F.cross_entropy(model(src, tgt_in))`` builds the whole (N, V) logit matrix, keeps a
 float32 log-softmax of it for the backward pass, and pays for padded positions too. Here the
-non-pad rows are taken first and projected a chunk of rows at a time; each chunk's logits
-become its gradient right away (the formula above) and are dropped, so the largest tensor
-is (chunk, V), it stays in cache, and the backward pass is two stored products. Same value
+non-pad rows are taken first and projected in one matmul; the softmax runs in float32 a chunk
+of rows at a time and writes each chunk's gradient (the formula above) over its logits, so the
+largest tensor is the (N, V) logits in the matmul's dtype (bf16 under autocast: half of the
+float32 log-softmax), and the two gradient products are each one large matmul, computed here
+and stored for the backward pass. Same value
 and gradients as ``F.cross_entropy(..., ignore_index=PAD, label_smoothing=ε, reduction="sum")``
 (tests/test_loss.py); under autocast the matmuls run in its dtype and the softmax in float32.
 """
@@ -22,7 +24,25 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 
 from seq2seq.tokenizer import PAD
 
-CHUNK_ROWS = 256  # (256, V) float32 logits: 4 MB at V = 4,000; fastest of 64/256/1024 on the 2-core CPU
+CHUNK_ROWS = 256  # rows per float32 softmax chunk: 4 MB at V = 4,000; 64 to 256 equally fast on the 2-core CPU
+
+
+_buffers: dict[tuple[torch.device, torch.dtype], Tensor] = {}
+
+
+def logits_buffer(rows: int, cols: int, like: Tensor) -> Tensor:
+    """A reusable (rows, cols) buffer with ``like``'s device and dtype, grown as needed.
+
+    A fresh (N, V) tensor every step is slow on a CPU: glibc maps blocks above 32 MB afresh, so
+    the kernel page-faults and zero-fills its 30-60 MB again each time (37k minor faults per step
+    at V = 8,000). Reusing one buffer made the whole training step 4% (V = 4,000) and 7%
+    (V = 8,000) faster (docs/benchmarks.md). Its contents are overwritten by the next call.
+    """
+    key = (like.device, like.dtype)
+    buffer = _buffers.get(key)
+    if buffer is None or buffer.numel() < rows * cols:
+        buffer = _buffers[key] = like.new_empty(rows * cols)
+    return buffer[: rows * cols].view(rows, cols)
 
 
 class _ProjectedCrossEntropy(torch.autograd.Function):
@@ -41,24 +61,24 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         acc = torch.promote_types(h.dtype, torch.float32)  # softmax precision: float32 at least
         h_c, w_c = h.to(dtype), weight.to(dtype)
         vocab = weight.size(0)
+        logits = torch.mm(h_c, w_c.t(), out=logits_buffer(h_c.size(0), vocab, h_c))  # (N, V); becomes its gradient
         total = torch.zeros((), dtype=acc, device=h.device)
-        grad_h = torch.empty_like(h) if want_grad else None
-        grad_w = torch.zeros(weight.shape, dtype=acc, device=h.device) if want_grad else None
         for start in range(0, h.size(0), CHUNK_ROWS):
             rows = slice(start, start + CHUNK_ROWS)
             t = targets[rows]
-            z = (h_c[rows] @ w_c.t()).to(acc)  # (c, V)
-            lse = torch.logsumexp(z, dim=1)
-            picked = z.gather(1, t[:, None]).squeeze(1)
-            total += (lse - (1 - smoothing) * picked - smoothing * z.mean(1)).sum()
-            if want_grad:
-                g = z.sub_(lse[:, None]).exp_().sub_(smoothing / vocab)  # softmax − ε/V, in place
+            z = logits[rows].to(acc)  # (c, V)
+            z = z.sub_(z.amax(1, keepdim=True))  # shifted: exp cannot overflow; the loss is shift-invariant
+            picked, mean = z.gather(1, t[:, None]).squeeze(1), z.mean(1)
+            sums = z.exp_().sum(1)  # z now holds exp(shifted logits)
+            total += (sums.log() - (1 - smoothing) * picked - smoothing * mean).sum()
+            if want_grad:  # softmax − ε/V − (1 − ε)·onehot(t), written over the chunk's logits
+                g = z.mul_(sums.reciprocal()[:, None]).sub_(smoothing / vocab)
                 g[torch.arange(t.numel(), device=t.device), t] -= 1 - smoothing
-                g = g.to(dtype)
-                grad_h[rows] = g @ w_c
-                grad_w += (g.t() @ h_c[rows]).to(acc)
+                logits[rows] = g
         if want_grad:
-            ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
+            grad_h = (logits @ w_c).to(h.dtype)
+            grad_w = (logits.t() @ h_c).to(weight.dtype)
+            ctx.save_for_backward(grad_h, grad_w)
         return total
 
     @staticmethod

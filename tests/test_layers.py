@@ -18,6 +18,7 @@ from seq2seq.layers import (
     FeedForward,
     MultiHeadAttention,
     explicit_attention,
+    keep_scale,
     sinusoids,
 )
 from seq2seq.masks import causal_mask
@@ -65,8 +66,8 @@ def test_explicit_attention_matches_sdpa_functional():
 @pytest.mark.parametrize("head_dim", [D // H, D])
 def test_multi_head_attention_sdpa_equals_explicit(head_dim):
     torch.manual_seed(0)
-    fused = MultiHeadAttention(D, H, head_dim, dropout=0.0, explicit=False)
-    written = MultiHeadAttention(D, H, head_dim, dropout=0.0, explicit=True)
+    fused = MultiHeadAttention(D, H, head_dim, dropout=0.0, kernel="sdpa")
+    written = MultiHeadAttention(D, H, head_dim, dropout=0.0, kernel="explicit")
     written.load_state_dict(fused.state_dict())
     query, source = torch.randn(B, T, D), torch.randn(B, S, D)
     mask = _key_mask()
@@ -79,8 +80,8 @@ def test_multi_head_attention_sdpa_equals_explicit(head_dim):
     torch.testing.assert_close(unmasked[1], out_written[1], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("explicit", [False, True])
-def test_explicit_flag_selects_the_attention_path(monkeypatch, explicit):
+@pytest.mark.parametrize(("kernel", "explicit_on_cpu"), [("sdpa", False), ("explicit", True), ("auto", True)])
+def test_kernel_selects_the_attention_path(monkeypatch, kernel, explicit_on_cpu):
     calls = []
     original = seq2seq.layers.explicit_attention
 
@@ -89,10 +90,35 @@ def test_explicit_flag_selects_the_attention_path(monkeypatch, explicit):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(seq2seq.layers, "explicit_attention", counting)
-    mha = MultiHeadAttention(D, H, D // H, dropout=0.0, explicit=explicit)
+    mha = MultiHeadAttention(D, H, D // H, dropout=0.0, kernel=kernel)
     x = torch.randn(B, T, D)
     mha(x, *mha.keys_values(x), None)
-    assert len(calls) == (1 if explicit else 0)
+    assert len(calls) == (1 if explicit_on_cpu else 0)
+    assert mha.explicit(torch.device("cuda")) == (kernel == "explicit")  # auto = the fused SDPA kernels on CUDA
+
+
+def test_stacked_projections_equal_the_separate_ones():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H, D // H, dropout=0.0)
+    x = torch.randn(B, T, D)
+    q, k, v = mha.queries_keys_values(x)
+    for got, proj in ((q, mha.q_proj), (k, mha.k_proj), (v, mha.v_proj)):
+        torch.testing.assert_close(got, mha._split(proj(x)))
+    for got, want in zip(mha.keys_values(x), (k, v), strict=True):
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(mha.attend(q, k, v, None), mha(x, k, v, None))
+
+
+def test_attention_dropout_is_applied_in_the_explicit_path():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H, D // H, dropout=0.5, kernel="explicit")
+    x = torch.randn(B, T, D)
+    kv = mha.keys_values(x)
+    mha.eval()
+    clean = mha(x, *kv, None)
+    torch.testing.assert_close(mha(x, *kv, None), clean)
+    mha.train()
+    assert not torch.allclose(mha(x, *kv, None), clean)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -109,8 +135,8 @@ def test_explicit_attention_mask_fill_fits_half_precision(dtype):
 
 def test_self_attention_causal_mask_sdpa_equals_explicit():
     torch.manual_seed(1)
-    fused = MultiHeadAttention(D, H, D // H, dropout=0.0)
-    written = MultiHeadAttention(D, H, D // H, dropout=0.0, explicit=True)
+    fused = MultiHeadAttention(D, H, D // H, dropout=0.0, kernel="sdpa")
+    written = MultiHeadAttention(D, H, D // H, dropout=0.0, kernel="explicit")
     written.load_state_dict(fused.state_dict())
     x = torch.randn(B, T, D)
     mask = causal_mask(T)
@@ -142,6 +168,21 @@ def test_dropout_zeroes_a_share_p_and_keeps_the_expectation(dtype):
     assert abs(y.float().mean().item() - 2.0) < 0.02  # inverted dropout: the mean is unchanged
     y.sum().backward()
     torch.testing.assert_close(x.grad, y.detach() / 2.0)  # gradient: the same mask and scale
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (400, 501)])  # element counts not divisible by 4
+def test_keep_scale_draws_16_bits_per_element(shape):
+    torch.manual_seed(0)
+    p, dropped = 0.3, round(0.3 * 65536)
+    scale = keep_scale(torch.Size(shape), p, torch.float32)
+    assert scale.shape == shape
+    kept = torch.tensor(65536 / (65536 - dropped), dtype=torch.float32).item()
+    assert set(scale.unique().tolist()) <= {0.0, kept}
+    if scale.numel() > 1000:  # 200k draws: the share kept and the mean (exactly 1 in expectation)
+        assert abs((scale != 0).float().mean().item() - 0.7) < 0.005
+        assert abs(scale.mean().item() - 1.0) < 0.01
+        lanes = (scale.flatten()[: 4 * (scale.numel() // 4)] != 0).view(-1, 4).float().mean(0)
+        assert (lanes - 0.7).abs().max() < 0.01  # each 16-bit lane of a 64-bit draw is uniform
 
 
 def test_dropout_is_identity_in_eval_mode_and_at_zero_and_follows_the_seed():

@@ -42,6 +42,24 @@ def test_value_and_gradients_match_plain_cross_entropy(monkeypatch, chunk, smoot
     assert got_grads[0][targets == PAD].abs().max() == 0  # padded positions get no gradient
 
 
+def test_logits_buffer_is_reused_and_grown():
+    like = torch.zeros(1, dtype=torch.bfloat16)
+    first = loss_module.logits_buffer(30, 50, like)
+    smaller = loss_module.logits_buffer(20, 50, like)
+    assert smaller.shape == (20, 50) and smaller.dtype == torch.bfloat16
+    assert smaller.data_ptr() == first.data_ptr()  # the same memory, not a fresh allocation
+    larger = loss_module.logits_buffer(40, 50, like)
+    assert larger.shape == (40, 50)
+    assert loss_module.logits_buffer(40, 50, torch.zeros(1)).dtype == torch.float32  # one buffer per dtype
+
+
+def test_consecutive_calls_of_different_sizes_are_each_correct():
+    states, weight, targets = inputs()
+    expected = [plain_loss(states[:n], weight, targets[:n], 0.1) for n in (3, 1, 2)]
+    for n, want in zip((3, 1, 2), expected, strict=True):  # the buffer shrinks, then grows, between calls
+        torch.testing.assert_close(projected_cross_entropy(states[:n], weight, targets[:n], 0.1), want)
+
+
 def test_gradcheck_in_double(monkeypatch):
     monkeypatch.setattr(loss_module, "CHUNK_ROWS", 5)
     states, weight, targets = inputs(torch.float64, vocab=9)
@@ -73,7 +91,7 @@ def test_gradients_are_computed_only_when_wanted(monkeypatch, grad):
         loss = projected_cross_entropy(states, weight, targets, 0.0)
     assert loss.requires_grad == grad
     matmuls = sum(event.name == "aten::mm" for event in prof.function_events)
-    assert matmuls == (3 if grad else 1) * 4  # per chunk: logits, and with gradients dL/dh and dL/dW
+    assert matmuls == (3 if grad else 1)  # all rows at once: logits, and with gradients dL/dh and dL/dW
     torch.testing.assert_close(loss, plain_loss(states, weight, targets, 0.0).detach())
 
 

@@ -151,7 +151,7 @@ def test_extreme_padding_gradients_are_finite(tiny_model, attention, dtype):
 @pytest.mark.parametrize("norm", ["post", "pre"])
 @pytest.mark.parametrize("head_dim", [None, 32])
 def test_sdpa_model_equals_explicit_model(tiny_model, norm, head_dim):
-    fused = tiny_model(norm=norm, head_dim=head_dim)
+    fused = tiny_model(norm=norm, head_dim=head_dim, attention="sdpa")
     written = tiny_model(norm=norm, head_dim=head_dim, attention="explicit", seed=123)
     written.load_state_dict(fused.state_dict())
     src, tgt = _batch()
@@ -169,12 +169,11 @@ def test_norm_variants_run(tiny_model, norm):
     assert model.encoder_layers[0].attn_res.pre_norm == (norm == "pre")
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "explicit"])
+@pytest.mark.parametrize("attention", ["auto", "sdpa", "explicit"])
 def test_attention_config_reaches_every_layer(tiny_model, attention):
     model = tiny_model(attention=attention)
-    flags = [m.explicit for m in model.modules() if isinstance(m, MultiHeadAttention)]
-    assert len(flags) == 2 + 2 * 2  # encoder self; decoder self and cross
-    assert all(flag == (attention == "explicit") for flag in flags)
+    kernels = [m.kernel for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert kernels == [attention] * (2 + 2 * 2)  # encoder self; decoder self and cross
 
 
 def test_pre_and_post_norm_differ(tiny_model):
