@@ -32,9 +32,9 @@ PHASES = ("forward + loss", "backward", "clip + optimizer")
 KINDS = {
     "matmul": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
     "attention (fused SDPA)": ("scaled_dot_product", "_flash_attention", "_efficient_attention"),
-    "dropout masks": ("bernoulli", "dropout", "uniform_"),  # uniform_: seq2seq.layers.Dropout's torch.rand
+    "dropout masks": ("bernoulli", "dropout", "random_"),  # random_: the draws of seq2seq.layers.keep_scale
     "layer norm": ("layer_norm",),
-    "loss, softmax": ("cross_entropy", "log_softmax", "softmax", "nll_loss", "logsumexp", "ProjectedCrossEntropy"),
+    "loss, softmax": ("cross_entropy", "log_softmax", "softmax", "nll_loss", "amax", "ProjectedCrossEntropy"),
     "dtype casts, copies": ("aten::to", "_to_copy", "copy_", "clone"),
     "element-wise, other": ("",),
 }

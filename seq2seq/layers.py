@@ -86,8 +86,9 @@ class MultiHeadAttention(nn.Module):
     ``kernel`` picks how the attention itself is computed: ``sdpa`` is
     ``F.scaled_dot_product_attention`` (fused kernels on CUDA), ``explicit`` is
     ``explicit_attention``, ``auto`` is ``sdpa`` on CUDA and ``explicit`` on a CPU, where
-    the written-out form was faster (SDPA's CPU path computes bf16 inputs in float32 and
-    draws its dropout mask with the slow Bernoulli sampler; docs/benchmarks.md).
+    the written-out form measured faster with these small shapes: a bf16 training step 451 vs
+    487 ms, a bf16 teacher-forced dev pass 390 vs 484 ms (docs/benchmarks.md); in training
+    it also takes its dropout mask from ``Dropout`` rather than SDPA's Bernoulli sampler.
     """
 
     def __init__(self, d_model: int, heads: int, head_dim: int, dropout: float, kernel: str = "sdpa") -> None:
