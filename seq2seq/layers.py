@@ -1,6 +1,6 @@
 """Building blocks of the Transformer, in the order the paper introduces them.
 
-attention -> dropout -> multi-head attention -> feed-forward -> positional
+dropout -> attention -> multi-head attention -> feed-forward -> positional
 encoding -> embeddings -> encoder layer -> decoder layer. Masks follow ``seq2seq.masks``
 (boolean, True = may attend).
 """
