@@ -5,8 +5,9 @@ embeddings), the same AdamW, schedule and label-smoothed loss, and train in one 
 alternating in rounds, on the same Tatoeba training split:
 
 * ours      — length-bucketed batches from ``BucketSampler``, the recipe's precision (bf16
-              autocast where the CPU has native bf16, ``seq2seq.precision``), our attention
-              (SDPA), the loss fused with the output projection (``seq2seq.loss``);
+              autocast where the CPU has native bf16, ``seq2seq.precision``), the recipe's
+              attention (``auto``: written out on a CPU, SDPA on CUDA), the loss fused with the
+              output projection (``seq2seq.loss``);
 * baseline  — ``nn.Transformer`` in float32 on random (unbucketed) batches of the same token
               budget, full logits and ``F.cross_entropy``, the way a plain training script does it.
 
