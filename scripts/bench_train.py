@@ -16,11 +16,12 @@ master weights, or autocast), ours in float32, and the baseline on our buckets.
 Reported per row: steps/s and non-pad target tokens/s (min/median/max over rounds), useful
 GFLOP/s (6 × non-embedding parameters × tokens, plus the output projection) against a measured
 matmul peak in the row's precision, and the dev loss after training, to show that speed did not
-cost quality at an equal number of target tokens. Peak RSS of the default recipe is measured in
-a separate training process.
+cost quality at an equal number of target tokens. Peak RSS of the default recipe (and on a GPU
+its peak GPU memory) is measured in a separate training process.
 
     python scripts/bench_train.py                      # the default recipe, 5 rounds
     python scripts/bench_train.py --rounds 3 --round-tokens 10000  # quicker
+    python scripts/bench_train.py --device cuda --round-tokens 300000  # on a GPU
 """
 
 import argparse
@@ -49,7 +50,7 @@ from seq2seq.layers import sinusoids
 from seq2seq.model import Transformer
 from seq2seq.precision import MasterWeights, autocast, resolve_precision
 from seq2seq.tokenizer import PAD
-from seq2seq.train import adamw, batch_loss, dev_loss, lr_factor
+from seq2seq.train import adamw, batch_loss, dev_loss, lr_factor, resolve_device
 
 
 class TorchTransformer(nn.Module):
@@ -104,16 +105,24 @@ def random_batches(train: EncodedSplit, batch_tokens: int, seed: int) -> list[Te
     return cut_batches(order, train.src_lengths, train.tgt_lengths + 1, batch_tokens)
 
 
-def matmul_peak(dtype: torch.dtype, sizes: tuple[int, ...] = (1024, 2048), repeats: int = 5) -> float:
-    """Best GFLOP/s of a square matmul in ``dtype`` over a few sizes."""
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work, so that a clock reading includes it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(dtype: torch.dtype, device: torch.device, repeats: int = 5) -> float:
+    """Best GFLOP/s of a square matmul in ``dtype`` over a few sizes (larger ones on a GPU)."""
     rates = []
-    for size in sizes:
-        a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    for size in (1024, 2048) if device.type == "cpu" else (4096, 8192):
+        a, b = (torch.randn(size, size, dtype=dtype, device=device) for _ in range(2))
         a @ b
         best = float("inf")
         for _ in range(repeats):
+            sync(device)
             start = time.perf_counter()
             a @ b
+            sync(device)
             best = min(best, time.perf_counter() - start)
         rates.append(2 * size**3 / best / 1e9)
     return max(rates)
@@ -155,20 +164,26 @@ def flops_per_step(model: nn.Module, src: Tensor, tgt_out: Tensor, vocab: int, d
     return 6.0 * (enc * src_tokens + dec * tgt_tokens + d_model * vocab * tgt_tokens)
 
 
-def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vocab: int) -> None:
+def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vocab: int, device: torch.device) -> None:
     """Train one row until it has seen ``target_tokens`` more target tokens; record its rates.
 
     A token budget (not a step count) per round gives every row the same amount of training
-    data, so the dev losses at the end compare quality at equal tokens.
+    data, so the dev losses at the end compare quality at equal tokens. Counts are taken on the
+    CPU copy of each batch, so that a GPU is not made to wait for them.
     """
     row.model.train()
     flops, tokens, steps = 0.0, 0, 0
+    sync(device)
     start = time.perf_counter()
     while tokens < target_tokens:
         batch = train.batch(row.batches[row.position % len(row.batches)])
         row.position += 1
-        loss = row.loss(row.weights.work, batch, cfg.train.label_smoothing, row.precision == "bf16-autocast")
+        flops += flops_per_step(row.model, batch.src, batch.tgt_out, vocab, cfg.model.d_model)
+        real = int((batch.src != PAD).sum()) + int((batch.tgt_in != PAD).sum())
+        row.padding.append(1 - real / (batch.src.numel() + batch.tgt_in.numel()))
         n = batch.tokens
+        batch = batch.to(device)
+        loss = row.loss(row.weights.work, batch, cfg.train.label_smoothing, row.precision == "bf16-autocast")
         (loss / n).backward()
         row.weights.collect_grads()
         nn.utils.clip_grad_norm_(row.model.parameters(), cfg.train.clip_norm)
@@ -178,9 +193,7 @@ def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vo
         row.weights.sync()
         tokens += n
         steps += 1
-        flops += flops_per_step(row.model, batch.src, batch.tgt_out, vocab, cfg.model.d_model)
-        real = int((batch.src != PAD).sum()) + int((batch.tgt_in != PAD).sum())
-        row.padding.append(1 - real / (batch.src.numel() + batch.tgt_in.numel()))
+    sync(device)
     seconds = time.perf_counter() - start
     row.steps_per_s.append(steps / seconds)
     row.tokens_per_s.append(tokens / seconds)
@@ -189,12 +202,14 @@ def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vo
     row.tokens += tokens
 
 
-def peak_rss_mb(config: str, overrides: list[str], steps: int) -> float:
-    """Peak resident memory (MB) of a separate process training the recipe for ``steps`` steps."""
+def peak_memory_mb(config: str, overrides: list[str], steps: int) -> tuple[float, float | None]:
+    """Peak resident memory and peak GPU memory (MB; None on a CPU) of a separate process
+    training the recipe for ``steps`` steps."""
     with tempfile.TemporaryDirectory() as run_dir:
         code = (
-            "import sys; from seq2seq.config import load_config; from seq2seq.train import Trainer; "
-            "Trainer(load_config(sys.argv[1], sys.argv[2:])).fit(quiet=True)"
+            "import sys, torch; from seq2seq.config import load_config; from seq2seq.train import Trainer; "
+            "t = Trainer(load_config(sys.argv[1], sys.argv[2:])); t.fit(quiet=True); "
+            "print(torch.cuda.max_memory_allocated(t.device) if t.device.type == 'cuda' else -1)"
         )
         overrides = [
             *overrides,
@@ -204,8 +219,9 @@ def peak_rss_mb(config: str, overrides: list[str], steps: int) -> float:
             "train.eval_sentences=100",
             "train.average_last=0",
         ]
-        subprocess.run([sys.executable, "-c", code, config, *overrides], check=True, capture_output=True)
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        done = subprocess.run([sys.executable, "-c", code, config, *overrides], check=True, capture_output=True)
+    gpu_bytes = int(done.stdout.split()[-1])
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, gpu_bytes / 2**20 if gpu_bytes >= 0 else None
 
 
 def stats(values: list[float]) -> dict[str, float]:
@@ -220,25 +236,27 @@ def main() -> None:
     parser.add_argument("--round-tokens", type=int, default=30_000, help="target tokens per row per round")
     parser.add_argument("--rss-steps", type=int, default=30, help="steps of the separate peak-memory run; 0 = skip")
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--out", default="docs/bench_train.json")
     args = parser.parse_args()
 
-    cfg = load_config(args.config, [*args.set, "train.device=cpu"])
+    overrides = [*args.set, f"train.device={args.device}"]
+    cfg = load_config(args.config, overrides)
+    device = resolve_device(cfg.train.device)
     torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     data = prepare_data(cfg.data)
     train, vocab = data.train, data.tokenizer.tgt_vocab_size
-    device = torch.device("cpu")
     precision = resolve_precision(cfg.train.precision, device)
     bucketed = BucketSampler(train.src_lengths, train.tgt_lengths, cfg.data.batch_tokens, seed=1).epoch_batches(0)
     unbucketed = random_batches(train, cfg.data.batch_tokens, seed=1)
 
     def ours() -> nn.Module:
         torch.manual_seed(1)
-        return Transformer(cfg.model, data.tokenizer.src_vocab_size, vocab, PAD)
+        return Transformer(cfg.model, data.tokenizer.src_vocab_size, vocab, PAD).to(device)
 
     def baseline() -> nn.Module:
         torch.manual_seed(1)
-        return TorchTransformer(cfg, vocab)
+        return TorchTransformer(cfg, vocab).to(device)
 
     rows = [
         Row(f"ours, bucketed, {precision}", ours(), bucketed, precision, batch_loss),
@@ -253,20 +271,21 @@ def main() -> None:
     for row in rows:
         row.optimizer = adamw(row.model.parameters(), cfg.train)
         row.scheduler = torch.optim.lr_scheduler.LambdaLR(row.optimizer, lambda s: lr_factor(s, cfg.train))
-        run_steps(row, train, cfg, 1, vocab)  # one warm-up step, not timed below
+        for _ in range(1 if device.type == "cpu" else 5):  # warm-up steps (a GPU picks its kernels), not timed below
+            run_steps(row, train, cfg, 1, vocab, device)
         row.steps_per_s.clear(), row.tokens_per_s.clear(), row.padding.clear()
         row.flops = row.seconds = row.tokens = 0
     bf16 = any(row.bf16 for row in rows)
     peaks = {False: 0.0, True: 0.0 if bf16 else float("nan")}
     for _ in range(args.rounds):
         for row in rows:
-            run_steps(row, train, cfg, args.round_tokens, vocab)
+            run_steps(row, train, cfg, args.round_tokens, vocab, device)
         # The peak is measured in every round, under the same conditions, and the best one kept:
         # noise then lowers the share of peak rather than raising it.
-        peaks[False] = max(peaks[False], matmul_peak(torch.float32))
+        peaks[False] = max(peaks[False], matmul_peak(torch.float32, device))
         if bf16:
-            peaks[True] = max(peaks[True], matmul_peak(torch.bfloat16))
-    rss = peak_rss_mb(args.config, args.set, args.rss_steps) if args.rss_steps else None
+            peaks[True] = max(peaks[True], matmul_peak(torch.bfloat16, device))
+    rss, gpu_mb = peak_memory_mb(args.config, overrides, args.rss_steps) if args.rss_steps else (None, None)
 
     base = statistics.median(rows[1].tokens_per_s)
     results = []
@@ -293,7 +312,10 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "device": str(device),
     }
+    if device.type == "cuda":
+        machine["gpu"] = torch.cuda.get_device_name(device)
     report = {
         "machine": machine,
         "config": args.config,
@@ -302,13 +324,14 @@ def main() -> None:
         "batch_tokens": cfg.data.batch_tokens,
         "rows": results,
         "peak_rss_mb_default_recipe": rss,
+        "peak_gpu_mb_default_recipe": gpu_mb,
         "command": " ".join(["python", *sys.argv]),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
 
     print(
-        f"{machine['cpu']}, {machine['threads']} threads, torch {machine['torch']}; "
+        f"{machine.get('gpu', machine['cpu'])}, {machine['threads']} CPU threads, torch {machine['torch']}; "
         f"{args.rounds} rounds × {args.round_tokens} target tokens per row, batch_tokens {cfg.data.batch_tokens}"
     )
     print(
@@ -322,12 +345,9 @@ def main() -> None:
             f"{r['ratio_vs_baseline']:7.2f} {r['useful_gflops']:8.1f} {100 * r['share_of_peak']:6.1f}% "
             f"{100 * r['padding']:4.0f}% {r['dev_loss']:9.3f}"
         )
-    print(
-        f"matmul peak: float32 {peaks[False]:.0f} GFLOP/s, bf16 {peaks[True]:.0f} GFLOP/s; "
-        f"peak RSS of the default recipe: {rss:.0f} MB"
-        if rss
-        else ""
-    )
+    memory = "" if rss is None else f"; peak RSS of the default recipe: {rss:.0f} MB"
+    memory += "" if gpu_mb is None else f", peak GPU memory {gpu_mb:.0f} MB"
+    print(f"matmul peak: float32 {peaks[False]:.0f} GFLOP/s, bf16 {peaks[True]:.0f} GFLOP/s{memory}")
     print(f"written to {args.out}")
 
 

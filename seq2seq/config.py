@@ -97,6 +97,7 @@ class TrainConfig:
     device: str = "auto"
     precision: Literal["auto", "float32", "bf16", "bf16-autocast"] = "auto"
     threads: int = 0  # 0: all available cores
+    compile: bool = False  # torch.compile the model's teacher-forced pass (helps on a GPU, not on a CPU)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@
 * ``auto``: ``bf16-autocast`` where the hardware does bf16 natively (CUDA GPUs with bf16,
   CPUs with AVX-512 BF16 or AMX), else ``float32``. ``bf16`` is faster per step on the 2-core
   reference CPU, but the zh-en recipe's hour did not score better with it (docs/experiments.md).
+  On an H200 the recipe's small model is bound by kernel launches, and bf16 autocast (more
+  launches: the casts) was slower than float32 there (docs/benchmarks.md, GPU section).
 """
 
 import copy

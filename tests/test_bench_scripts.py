@@ -77,6 +77,7 @@ def test_bench_train_reports_every_row(tmp_path, toy_run):
         assert 0 < row["share_of_peak"] and row["dev_loss"] > 0
     assert report["rows"][0]["padding"] < report["rows"][1]["padding"]  # buckets pad less than random batches
     assert report["peak_rss_mb_default_recipe"] > 0
+    assert (report["peak_gpu_mb_default_recipe"] is None) == (report["machine"]["device"] == "cpu")
 
 
 def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):

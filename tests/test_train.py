@@ -160,6 +160,21 @@ def test_interrupt_inside_a_step_is_repeated_on_resume(tmp_path, data_cache, str
     _assert_same_training_state(straight_run, resumed)
 
 
+def test_compiled_training_equals_eager(tmp_path, data_cache):
+    """train.compile: the torch.compile'd teacher-forced pass trains as the eager one does (float32, no dropout)."""
+    same = ["train.max_steps=3", "train.eval_every=3", "model.dropout=0.0", "train.precision=float32"]
+    eager = Trainer(_toy(tmp_path / "a", data_cache, *same))
+    eager.fit(quiet=True)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    compiled = Trainer(_toy(tmp_path / "b", data_cache, *same, "train.compile=true"))
+    compiled.fit(quiet=True)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > graphs  # the compiled code ran
+    want, got = eager.model.state_dict(), load_checkpoint(tmp_path / "b" / "last.pt")["model"]
+    assert got.keys() == want.keys()  # checkpoints are those of an eager model
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], atol=1e-4, rtol=0, msg=name)
+
+
 def test_subword_sampling_trains_and_resumes_exactly(tmp_path, data_cache):
     """With data.subword_alpha every epoch is segmented anew, across epoch boundaries and a resume."""
     sampled = [*RESUME, "data.subword_alpha=0.1", "data.batch_tokens=4096"]  # several epochs in 30 steps

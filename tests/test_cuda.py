@@ -1,0 +1,150 @@
+"""The CUDA paths, where a GPU is: training runs on SDPA's fused kernels, the fused loss and
+dropout are right on the GPU, training and resuming work on CUDA, checkpoints load on a CPU,
+and decoding on the GPU gives the CPU's output.
+
+CI has no GPU, so there this module is reported as skipped; on a GPU machine
+``python -m pytest tests/test_cuda.py`` runs it (docs/benchmarks.md records its last run).
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from seq2seq.batching import Batch
+from seq2seq.config import DecodeConfig, load_config
+from seq2seq.layers import Dropout
+from seq2seq.loss import projected_cross_entropy
+from seq2seq.train import Trainer, batch_loss, dev_loss
+from seq2seq.translate import load_model, search_ids
+from tests.conftest import END, PAD, VOCAB, build_tiny_model
+from tests.test_model import _batch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+CUDA, CPU = torch.device("cuda"), torch.device("cpu")
+REPO = Path(__file__).resolve().parent.parent
+# SDPA's fused kernels; the unfused "math" fallback is left out, so SDPA raises if none applies.
+FUSED = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+
+
+def _training_batch() -> Batch:
+    """A right-padded batch whose targets are padded where the decoder input is."""
+    src, tgt_in = _batch(src_lengths=(9, 3, 14, 6), tgt_lengths=(7, 12, 2, 5))
+    tgt_out = torch.randint(4, VOCAB, tgt_in.shape, generator=torch.Generator().manual_seed(1))
+    return Batch(src, tgt_in, tgt_out.masked_fill(tgt_in == PAD, PAD))
+
+
+def _sdpa_ops(fn) -> set[str]:
+    """Names of the scaled-dot-product-attention ops that ``fn`` runs."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return {event.key for event in prof.key_averages() if "scaled_dot_product" in event.key}
+
+
+@pytest.mark.parametrize("precision", ["bf16-autocast", "float32"])
+@pytest.mark.parametrize("head_dim", [None, 64])  # d_model / heads = 8, and the recipe's 64
+def test_a_training_step_runs_on_fused_attention_kernels(precision, head_dim):
+    model = build_tiny_model(attention="auto", dropout=0.1, head_dim=head_dim).to(CUDA).train()
+    batch = _training_batch().to(CUDA)
+
+    def step() -> None:
+        with sdpa_kernel(FUSED):
+            batch_loss(model, batch, 0.1, precision == "bf16-autocast").backward()
+
+    ops = _sdpa_ops(step)
+    assert any(kind in op for op in ops for kind in ("flash", "efficient", "cudnn")), ops
+    assert not any("math" in op for op in ops), ops
+    for name, param in model.named_parameters():
+        assert torch.isfinite(param.grad).all(), name
+
+
+def test_fused_attention_equals_the_written_out_attention():
+    fused = build_tiny_model(attention="auto").to(CUDA)
+    written = build_tiny_model(attention="explicit").to(CUDA)
+    written.load_state_dict(fused.state_dict())
+    src, tgt = (t.to(CUDA) for t in _batch())
+    with sdpa_kernel(FUSED):
+        out = fused(src, tgt)
+    torch.testing.assert_close(out, written(src, tgt), atol=1e-4, rtol=1e-4)
+
+
+def test_dropout_keeps_the_right_share_at_the_right_scale():
+    y = Dropout(0.3).train()(torch.ones(1_000_000, device=CUDA))
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.003  # 6.5 standard deviations
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.7))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_fused_loss_matches_cross_entropy(smoothing):
+    gen = torch.Generator(CUDA).manual_seed(0)
+    states = torch.randn(5, 9, 32, device=CUDA, generator=gen).requires_grad_()
+    weight = torch.randn(300, 32, device=CUDA, generator=gen).requires_grad_()
+    targets = torch.randint(4, 300, (5, 9), device=CUDA, generator=gen)
+    targets[1, 4:], targets[3, 1:] = PAD, PAD
+    logits = (states @ weight.t()).flatten(0, 1)
+    expected = F.cross_entropy(logits, targets.flatten(), ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+    got = projected_cross_entropy(states, weight, targets, smoothing)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-4)
+    got_grads, expected_grads = (
+        torch.autograd.grad(got, (states, weight)),
+        torch.autograd.grad(expected, (states, weight)),
+    )
+    for g, e in zip(got_grads, expected_grads, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+
+
+def _toy(tmp_path: Path, run: str, *overrides: str):
+    return load_config(
+        str(REPO / "configs/toy.yaml"),
+        [f"train.run_dir={tmp_path / run}", f"data.cache_dir={tmp_path / 'cache'}", "train.device=cuda", *overrides],
+    )
+
+
+def test_trains_on_cuda_in_bf16_and_the_checkpoint_loads_on_a_cpu(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # the toy config names its corpus relative to the repository
+    cfg = _toy(tmp_path, "run", "train.precision=auto", "train.max_steps=60", "train.eval_every=60")
+    trainer = Trainer(cfg)
+    assert trainer.device.type == "cuda" and trainer.precision == "bf16-autocast"
+    initial = dev_loss(trainer.model, trainer.data.dev, cfg.data.batch_tokens, trainer.device, True)
+    trainer.fit(quiet=True)
+    assert dev_loss(trainer.model, trainer.data.dev, cfg.data.batch_tokens, trainer.device, True) < 0.75 * initial
+
+    on_cpu, _, _ = load_model(tmp_path / "run", CPU)
+    on_gpu, _, _ = load_model(tmp_path / "run", CUDA)
+    src, tgt = _batch(vocab=100)
+    torch.testing.assert_close(on_gpu(src.to(CUDA), tgt.to(CUDA)).cpu(), on_cpu(src, tgt), atol=1e-4, rtol=1e-4)
+
+
+def test_resume_on_cuda_continues_where_it_stopped(tmp_path, monkeypatch):
+    """40 steps straight == 20, stop, resume to 40 (dropout on: the CUDA RNG state is restored).
+
+    Float32, to a tolerance: GPU kernels may sum in a different order from run to run.
+    """
+    monkeypatch.chdir(REPO)
+    fixed = ["train.precision=float32", "train.eval_every=20"]
+    straight = Trainer(_toy(tmp_path, "a", "train.max_steps=40", *fixed))
+    straight.fit(quiet=True)
+    Trainer(_toy(tmp_path, "b", "train.max_steps=20", *fixed)).fit(quiet=True)
+    resumed = Trainer(_toy(tmp_path, "b", "train.max_steps=40", *fixed))
+    resumed.fit(quiet=True)
+    assert resumed.progress.step == 40
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], atol=1e-4, rtol=0, msg=name)
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_decoding_on_cuda_gives_the_cpu_output(beam):
+    model = build_tiny_model(seed=3, attention="auto")
+    gen = torch.Generator().manual_seed(4)
+    sources = [torch.randint(4, VOCAB, (n,), generator=gen).tolist() + [END] for n in (2, 9, 5, 13, 7, 4)]
+    decode = DecodeConfig(beam=beam)
+    on_cpu = search_ids(model, sources, decode, CPU, beam, nbest=beam)
+    on_gpu = search_ids(model.to(CUDA), sources, decode, CUDA, beam, nbest=beam)
+    for cpu_hyps, gpu_hyps in zip(on_cpu, on_gpu, strict=True):
+        assert [h.tokens for h in gpu_hyps] == [h.tokens for h in cpu_hyps]
+        assert [h.score for h in gpu_hyps] == pytest.approx([h.score for h in cpu_hyps], abs=1e-4)
