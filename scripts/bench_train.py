@@ -203,8 +203,7 @@ def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vo
 
 
 def peak_memory_mb(config: str, overrides: list[str], steps: int) -> tuple[float, float | None]:
-    """Peak resident memory and peak GPU memory (MB; None on a CPU) of a separate process
-    training the recipe for ``steps`` steps."""
+    """Peak RSS and peak GPU memory (MB; GPU None on a CPU) of a process training ``steps`` steps."""
     with tempfile.TemporaryDirectory() as run_dir:
         code = (
             "import sys, torch; from seq2seq.config import load_config; from seq2seq.train import Trainer; "
