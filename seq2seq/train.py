@@ -310,7 +310,7 @@ class Trainer:
             self.weights.work.zero_grad(set_to_none=True)
             self.optimizer.zero_grad(set_to_none=True)
             raise
-        with _sigint_deferred():  # the update is all-or-nothing, so a checkpoint never holds half of it
+        with _stop_deferred():  # the update is all-or-nothing, so a checkpoint never holds half of it
             if self.tc.clip_norm > 0:
                 nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)
             self.optimizer.step()
@@ -321,7 +321,15 @@ class Trainer:
         return total / tokens, tokens
 
     def fit(self, quiet: bool = False) -> Path:
-        """Train until a stop condition; returns the run directory."""
+        """Train until a stop condition; returns the run directory.
+
+        Ctrl-C or SIGTERM (``kill``, a job scheduler's stop) saves ``last.pt`` and raises
+        KeyboardInterrupt; the same command resumes.
+        """
+        with _sigterm_interrupts():
+            return self._fit(quiet)
+
+    def _fit(self, quiet: bool) -> Path:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         resumed = self.resume()
         save_config(self.cfg, self.run_dir / "config.yaml")
@@ -402,18 +410,37 @@ class Trainer:
         metrics.write(json.dumps({"step": p.step, "minutes": round(p.elapsed / 60, 3), **result}) + "\n")
 
 
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 @contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Hold back Ctrl-C until the block ends, then raise it (main thread only)."""
+def _sigterm_interrupts() -> Iterator[None]:
+    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _stop_deferred() -> Iterator[None]:
+    """Hold back Ctrl-C and SIGTERM until the block ends, then raise KeyboardInterrupt (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {stop: signal.signal(stop, lambda signum, _frame: caught.append(signum)) for stop in stops}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
     if caught:
         raise KeyboardInterrupt
 

@@ -418,7 +418,8 @@ def test_config_override_error_through_the_cli(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_ctrl_c_saves_last_checkpoint_and_exits_130(tmp_path, data_cache):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C, and kill / a job scheduler
+def test_a_stop_signal_saves_last_checkpoint_and_exits_130(tmp_path, data_cache, stop):
     run = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     args = [
@@ -446,7 +447,7 @@ def test_ctrl_c_saves_last_checkpoint_and_exits_130(tmp_path, data_cache):
             else:
                 pytest.fail(f"training never started: {proc.stderr.read()}")
             time.sleep(1.0)  # some steps into the loop
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(stop)
             out, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
