@@ -30,6 +30,21 @@ def build_tiny_model(seed: int = 0, src_vocab: int = VOCAB, tgt_vocab: int = VOC
     return Transformer(ModelConfig(**settings), src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad_id=PAD).eval()
 
 
+def random_batch(
+    seed: int = 0, src_lengths=(5, 3, 7), tgt_lengths=(4, 6, 2), vocab: int = VOCAB
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random (src, tgt_in) with right padding; sources end with <end>, targets start with <start>."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.full((len(src_lengths), max(src_lengths)), PAD)
+    tgt = torch.full((len(tgt_lengths), max(tgt_lengths)), PAD)
+    for row, (s, t) in enumerate(zip(src_lengths, tgt_lengths, strict=True)):
+        src[row, : s - 1] = torch.randint(4, vocab, (s - 1,), generator=gen)
+        src[row, s - 1] = END
+        tgt[row, 0] = START
+        tgt[row, 1:t] = torch.randint(4, vocab, (t - 1,), generator=gen)
+    return src, tgt
+
+
 @pytest.fixture
 def tiny_model() -> Callable[..., Transformer]:
     """Factory fixture: ``tiny_model(**overrides)`` -> a seeded tiny Transformer in eval mode."""

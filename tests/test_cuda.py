@@ -19,8 +19,7 @@ from seq2seq.layers import Dropout
 from seq2seq.loss import projected_cross_entropy
 from seq2seq.train import Trainer, batch_loss, dev_loss
 from seq2seq.translate import load_model, search_ids
-from tests.conftest import END, PAD, VOCAB, build_tiny_model
-from tests.test_model import _batch
+from tests.conftest import END, PAD, VOCAB, build_tiny_model, random_batch
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -32,7 +31,7 @@ FUSED = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.
 
 def _training_batch() -> Batch:
     """A right-padded batch whose targets are padded where the decoder input is."""
-    src, tgt_in = _batch(src_lengths=(9, 3, 14, 6), tgt_lengths=(7, 12, 2, 5))
+    src, tgt_in = random_batch(src_lengths=(9, 3, 14, 6), tgt_lengths=(7, 12, 2, 5))
     tgt_out = torch.randint(4, VOCAB, tgt_in.shape, generator=torch.Generator().manual_seed(1))
     return Batch(src, tgt_in, tgt_out.masked_fill(tgt_in == PAD, PAD))
 
@@ -65,7 +64,7 @@ def test_fused_attention_equals_the_written_out_attention():
     fused = build_tiny_model(attention="auto").to(CUDA)
     written = build_tiny_model(attention="explicit").to(CUDA)
     written.load_state_dict(fused.state_dict())
-    src, tgt = (t.to(CUDA) for t in _batch())
+    src, tgt = (t.to(CUDA) for t in random_batch())
     with sdpa_kernel(FUSED):
         out = fused(src, tgt)
     torch.testing.assert_close(out, written(src, tgt), atol=1e-4, rtol=1e-4)
@@ -115,7 +114,7 @@ def test_trains_on_cuda_in_bf16_and_the_checkpoint_loads_on_a_cpu(tmp_path, monk
 
     on_cpu, _, _ = load_model(tmp_path / "run", CPU)
     on_gpu, _, _ = load_model(tmp_path / "run", CUDA)
-    src, tgt = _batch(vocab=100)
+    src, tgt = random_batch(vocab=100)
     torch.testing.assert_close(on_gpu(src.to(CUDA), tgt.to(CUDA)).cpu(), on_cpu(src, tgt), atol=1e-4, rtol=1e-4)
 
 

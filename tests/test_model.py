@@ -7,22 +7,10 @@ import torch.nn.functional as F
 
 from seq2seq.layers import DecoderCache, MultiHeadAttention
 from seq2seq.masks import padding_mask
+from tests.conftest import random_batch
 
 PAD, START, END = 0, 2, 3  # the special ids of conftest.build_tiny_model
 ATOL = 1e-5
-
-
-def _batch(seed: int = 0, src_lengths=(5, 3, 7), tgt_lengths=(4, 6, 2), vocab: int = 40):
-    """Random (src, tgt_in) with right padding; sources end with <end>, targets start with <start>."""
-    gen = torch.Generator().manual_seed(seed)
-    src = torch.full((len(src_lengths), max(src_lengths)), PAD)
-    tgt = torch.full((len(tgt_lengths), max(tgt_lengths)), PAD)
-    for row, (s, t) in enumerate(zip(src_lengths, tgt_lengths, strict=True)):
-        src[row, : s - 1] = torch.randint(4, vocab, (s - 1,), generator=gen)
-        src[row, s - 1] = END
-        tgt[row, 0] = START
-        tgt[row, 1:t] = torch.randint(4, vocab, (t - 1,), generator=gen)
-    return src, tgt
 
 
 def _encode(model, src):
@@ -39,7 +27,7 @@ def _pad_right(x: torch.Tensor, extra: int) -> torch.Tensor:
 
 def test_forward_encode_decode_shapes(tiny_model):
     model = tiny_model()
-    src, tgt = _batch()
+    src, tgt = random_batch()
     memory, src_mask = _encode(model, src)
     assert memory.shape == (3, src.size(1), 32)
     states = model.decode(tgt, memory, src_mask)
@@ -52,7 +40,7 @@ def test_forward_encode_decode_shapes(tiny_model):
 
 def test_different_vocab_sizes(tiny_model):
     model = tiny_model(src_vocab=30, tgt_vocab=50, tie_embeddings="decoder")
-    src, tgt = _batch(vocab=30)
+    src, tgt = random_batch(vocab=30)
     assert model(src, tgt).shape == (3, tgt.size(1), 50)
 
 
@@ -62,7 +50,7 @@ def test_different_vocab_sizes(tiny_model):
 @pytest.mark.parametrize("attention", ["sdpa", "explicit"])
 def test_causality(tiny_model, attention):
     model = tiny_model(attention=attention)
-    src, tgt = _batch(tgt_lengths=(6, 6, 6))
+    src, tgt = random_batch(tgt_lengths=(6, 6, 6))
     base = model(src, tgt)
     for t in range(1, tgt.size(1)):
         changed = tgt.clone()
@@ -76,7 +64,7 @@ def test_causality(tiny_model, attention):
 @pytest.mark.parametrize("attention", ["sdpa", "explicit"])
 def test_source_padding_invariance(tiny_model, norm, attention):
     model = tiny_model(norm=norm, attention=attention)
-    src, tgt = _batch()
+    src, tgt = random_batch()
     real_src = src != PAD
     memory, src_mask = _encode(model, src)
     states = model.decode(tgt, memory, src_mask)
@@ -92,7 +80,7 @@ def test_source_padding_invariance(tiny_model, norm, attention):
 @pytest.mark.parametrize("attention", ["sdpa", "explicit"])
 def test_target_padding_invariance(tiny_model, attention):
     model = tiny_model(attention=attention)
-    src, tgt = _batch()
+    src, tgt = random_batch()
     real_tgt = tgt != PAD
     base = model(src, tgt)
     padded = model(src, _pad_right(tgt, 5))
@@ -154,14 +142,14 @@ def test_sdpa_model_equals_explicit_model(tiny_model, norm, head_dim):
     fused = tiny_model(norm=norm, head_dim=head_dim, attention="sdpa")
     written = tiny_model(norm=norm, head_dim=head_dim, attention="explicit", seed=123)
     written.load_state_dict(fused.state_dict())
-    src, tgt = _batch()
+    src, tgt = random_batch()
     torch.testing.assert_close(written(src, tgt), fused(src, tgt), atol=ATOL, rtol=1e-5)
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_norm_variants_run(tiny_model, norm):
     model = tiny_model(norm=norm)
-    src, tgt = _batch()
+    src, tgt = random_batch()
     logits = model(src, tgt)
     assert logits.shape == (3, tgt.size(1), 40) and torch.isfinite(logits).all()
     has_final_norm = isinstance(model.encoder_norm, torch.nn.LayerNorm)
@@ -177,7 +165,7 @@ def test_attention_config_reaches_every_layer(tiny_model, attention):
 
 
 def test_pre_and_post_norm_differ(tiny_model):
-    src, tgt = _batch()
+    src, tgt = random_batch()
     post, pre = tiny_model(norm="post"), tiny_model(norm="pre")
     assert not torch.allclose(post(src, tgt), pre(src, tgt), atol=1e-3)
 
@@ -221,7 +209,7 @@ def test_pad_embedding_is_zero(tiny_model):
 @pytest.mark.parametrize("attention", ["sdpa", "explicit"])
 def test_cached_one_token_at_a_time_equals_full(tiny_model, norm, attention):
     model = tiny_model(norm=norm, attention=attention)
-    src, tgt = _batch(tgt_lengths=(6, 6, 6))
+    src, tgt = random_batch(tgt_lengths=(6, 6, 6))
     full = model(src, tgt)
     memory, src_mask = _encode(model, src)
     cache = DecoderCache()
@@ -236,7 +224,7 @@ def test_cached_one_token_at_a_time_equals_full(tiny_model, norm, attention):
 @pytest.mark.parametrize("attention", ["sdpa", "explicit"])
 def test_cached_several_tokens_after_prefix_equals_full(tiny_model, attention):
     model = tiny_model(attention=attention)
-    src, tgt = _batch(tgt_lengths=(7, 7, 7))
+    src, tgt = random_batch(tgt_lengths=(7, 7, 7))
     full = model(src, tgt)
     memory, src_mask = _encode(model, src)
     cache = DecoderCache()
