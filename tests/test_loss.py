@@ -42,6 +42,16 @@ def test_value_and_gradients_match_plain_cross_entropy(monkeypatch, chunk, smoot
     assert got_grads[0][targets == PAD].abs().max() == 0  # padded positions get no gradient
 
 
+def test_a_target_far_below_the_best_logit_gives_a_finite_exact_loss():
+    """p_t ≈ exp(-335) underflows float32; the loss goes through log(max p), which cannot."""
+    states, weight, targets = inputs()
+    weight.data[targets[0, 0]] = -12.5 * states.data[0, 0]  # target logit ≈ -167 at the first position
+    weight.data[5] = 12.5 * states.data[0, 0]  # and another logit ≈ +167
+    got = projected_cross_entropy(states, weight, targets, 0.1)
+    assert torch.isfinite(got)
+    torch.testing.assert_close(got, plain_loss(states, weight, targets, 0.1))
+
+
 def test_logits_buffer_is_reused_and_grown():
     like = torch.zeros(1, dtype=torch.bfloat16)
     first = loss_module.logits_buffer(30, 50, like)

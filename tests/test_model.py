@@ -133,6 +133,19 @@ def test_extreme_padding_gradients_are_finite(tiny_model, attention, dtype):
         assert torch.isfinite(param.grad).all(), name
 
 
+def test_under_autocast_the_residual_stream_is_bf16_and_close_to_float32(tiny_model):
+    """The embeddings hand autocast's dtype to the stack; weights stay float32."""
+    model = tiny_model()
+    src, tgt = _extreme_batch(12)
+    expected = model.states(src, tgt)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model.src_embed(src).dtype == torch.bfloat16
+        got = model.states(src, tgt)
+    assert got.dtype == torch.bfloat16
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    torch.testing.assert_close(got.float(), expected, rtol=0.05, atol=0.05)
+
+
 # ---------------------------------------------------------------- variants
 
 
