@@ -1,15 +1,18 @@
 """Training precision: float32, bf16 autocast, or bf16 weights with float32 master weights.
 
 * ``float32``: everything in float32.
-* ``bf16-autocast``: float32 weights; autocast runs each matmul in bf16, casting its inputs
-  (weights, activations) on the way in and the gradients on the way out.
+* ``bf16-autocast``: float32 weights; autocast runs each matmul in bf16, casting the weights on
+  the way in and their gradients on the way out. The activations are bf16 from the embeddings on
+  (``seq2seq.layers.Embedding``); on CUDA, autocast runs LayerNorm in float32, so there the
+  stream is float32 again after each LayerNorm and the matmuls cast it.
 * ``bf16``: the forward and backward passes run on a bf16 copy of the model, so activations
   and gradients stay bf16 and nothing is cast per matmul; the optimizer updates the float32
   weights (``MasterWeights``), since a bf16 weight would lose updates smaller than 1/256 of it.
   Softmaxes, LayerNorm statistics and the loss still accumulate in float32.
 * ``auto``: ``bf16-autocast`` where the hardware does bf16 natively (CUDA GPUs with bf16,
-  CPUs with AVX-512 BF16 or AMX), else ``float32``. ``bf16`` is faster per step on the 2-core
-  reference CPU, but the zh-en recipe's hour did not score better with it (docs/experiments.md).
+  CPUs with AVX-512 BF16 or AMX), else ``float32``. On the 2-core reference CPU ``bf16`` is
+  no faster per step than autocast, and the zh-en recipe's hour did not score better with it
+  (docs/experiments.md, docs/benchmarks.md).
   On an H200 the recipe's small model is bound by kernel launches, and bf16 autocast (more
   launches: the casts) was slower than float32 there (docs/benchmarks.md, GPU section).
 """
