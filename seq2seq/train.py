@@ -414,10 +414,17 @@ def _interrupt(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _heeded_stops() -> tuple[signal.Signals, ...]:
+    """Ctrl-C and SIGTERM, less any this process ignores (``nohup cmd &`` starts it ignoring Ctrl-C)."""
+    if threading.current_thread() is not threading.main_thread():
+        return ()  # only the main thread may set signal handlers
+    return tuple(stop for stop in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(stop) is not signal.SIG_IGN)
+
+
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
-    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
+    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does (unless SIGTERM is ignored)."""
+    if signal.SIGTERM not in _heeded_stops():
         yield
         return
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -429,14 +436,15 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 @contextmanager
 def _stop_deferred() -> Iterator[None]:
-    """Hold back Ctrl-C and SIGTERM until the block ends, then raise KeyboardInterrupt (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    """Hold back Ctrl-C and SIGTERM until the block ends, then raise KeyboardInterrupt.
+
+    An ignored signal stays ignored: it must not stop training just because it arrived here.
+    """
     caught: list[int] = []
-    stops = (signal.SIGINT, signal.SIGTERM)
-    previous = {stop: signal.signal(stop, lambda signum, _frame: caught.append(signum)) for stop in stops}
+    previous = {stop: signal.getsignal(stop) for stop in _heeded_stops()}
     try:
+        for stop in previous:
+            signal.signal(stop, lambda signum, _frame: caught.append(signum))
         yield
     finally:
         for stop, handler in previous.items():

@@ -22,7 +22,7 @@ import yaml
 import seq2seq.train as train_module
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import TrainConfig, load_config
-from seq2seq.train import Trainer, budget_used, dev_loss, lr_factor, spread
+from seq2seq.train import Trainer, _stop_deferred, budget_used, dev_loss, lr_factor, spread
 
 REPO = Path(__file__).resolve().parent.parent
 TOY = "configs/toy.yaml"
@@ -418,6 +418,29 @@ def test_config_override_error_through_the_cli(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def _default_stop_signals() -> None:
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_DFL)
+
+
+def test_a_stop_signal_waits_for_the_update_and_an_ignored_one_stays_ignored():
+    """_stop_deferred holds Ctrl-C back until its block ends; a Ctrl-C the process ignores stays ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        finished = False
+        with pytest.raises(KeyboardInterrupt):
+            with _stop_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                finished = True  # the block ran to its end despite the signal
+        assert finished
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `nohup seq2seq train &` starts it
+        with _stop_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C, and kill / a job scheduler
 def test_a_stop_signal_saves_last_checkpoint_and_exits_130(tmp_path, data_cache, stop):
     run = tmp_path / "run"
@@ -439,7 +462,15 @@ def test_a_stop_signal_saves_last_checkpoint_and_exits_130(tmp_path, data_cache,
             "train.threads=1",
         ),
     ]
-    with subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(
+        args,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_stop_signals,  # pytest itself may run with Ctrl-C ignored (started by `cmd &`)
+    ) as proc:
         try:
             for line in proc.stdout:  # "model: ..." is logged just before the loop starts
                 if line.startswith("model:"):
