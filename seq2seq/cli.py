@@ -74,7 +74,7 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
 
 def cmd_translate(args: argparse.Namespace) -> None:
     device = resolve_device(args.device)
-    model, tokenizer, cfg = load_model(args.model or _default_run_dir(), device)
+    model, tokenizer, cfg = load_model(args.model or _default_run_dir(), device, args.set)
     decode = (
         cfg.decode if args.max_len is None else dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=args.max_len)
     )
@@ -143,7 +143,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         hypotheses = read_lines(args.hyp, "--hyp")
     else:
         device = resolve_device(args.device)
-        model, tokenizer, cfg = load_model(args.model or run_dir, device)
+        model, tokenizer, cfg = load_model(args.model or run_dir, device, args.set)
         translator = Translator(model, tokenizer, cfg.decode, device)
         sources = read_lines(src_path, "--src")
         if len(sources) != len(references):
@@ -169,6 +169,16 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if show_chrf:
         print(f"chrF = {scores.chrf:.2f}  ({scores.chrf_signature})")
     print(f"{len(hypotheses)} sentences in {seconds:.1f}s ({len(hypotheses) / max(seconds, 1e-9):.1f} sentences/s)")
+
+
+def _add_decode_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="decode.KEY=VALUE",
+        help="override a decoding setting of the model's config, e.g. decode.length_penalty=0.6",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -202,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations with scores")
     p.add_argument("--max-len", type=int, help="maximum output length in tokens")
     p.add_argument("--device", default="auto")
+    _add_decode_set(p)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--attention", metavar="FILE.png", help="save the cross-attention map of the first sentence")
     p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention (default: last)")
@@ -217,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chrf", action="store_true", help="report chrF (default: BLEU and chrF)")
     p.add_argument("--beam", type=int, help="beam size (default from the model's config)")
     p.add_argument("--device", default="auto")
+    _add_decode_set(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_evaluate)
     return parser

@@ -235,6 +235,7 @@ def _validate(cfg: Config, where: str) -> None:
         ),
         (lambda: dec.beam >= 1 and dec.batch_sentences >= 1, "decode.beam and decode.batch_sentences must be >= 1"),
         (lambda: dec.max_len_a >= 0 and dec.max_len_b >= 1, "decode.max_len_a must be >= 0 and decode.max_len_b >= 1"),
+        (lambda: dec.no_repeat_ngram >= 0, "decode.no_repeat_ngram must be >= 0 (0 turns it off)"),
         (lambda: m.tie_embeddings != "all" or d.joint_vocab, "model.tie_embeddings=all needs data.joint_vocab=true"),
     ]
     for ok, message in checks:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from seq2seq.checkpoint import load_checkpoint
-from seq2seq.config import Config, DecodeConfig, config_from_dict
+from seq2seq.config import Config, DecodeConfig, config_from_dict, parse_override
 from seq2seq.corpus import normalize
 from seq2seq.errors import UserError
 from seq2seq.model import Transformer
@@ -29,11 +29,21 @@ def resolve_checkpoint(model_path: str | Path) -> Path:
     return path
 
 
-def load_model(model_path: str | Path, device: torch.device) -> tuple[Transformer, Tokenizer, Config]:
-    """Rebuild model, tokenizer and config from a checkpoint (its run directory holds the tokenizer)."""
+def load_model(
+    model_path: str | Path, device: torch.device, overrides: list[str] = ()
+) -> tuple[Transformer, Tokenizer, Config]:
+    """Rebuild model, tokenizer and config from a checkpoint (its run directory holds the tokenizer).
+
+    ``overrides`` (``decode.key=value``) change the stored decoding settings for this use only.
+    """
     path = resolve_checkpoint(model_path)
     state = load_checkpoint(path)
-    cfg = config_from_dict(state["config"], f"{path} (stored config)")
+    for text in overrides:
+        if parse_override(text)[0][0] != "decode":
+            raise UserError(
+                f"--set {text!r}: a trained model takes only decode.* settings, e.g. decode.length_penalty=0.6"
+            )
+    cfg = config_from_dict(state["config"], f"{path} (stored config{' with --set' if overrides else ''})", overrides)
     tokenizer = Tokenizer.load(path.parent)
     model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD)
     try:

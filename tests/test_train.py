@@ -349,6 +349,33 @@ def test_translate_stdin_keeps_empty_lines_aligned(cli_run):
     assert lines[0].strip() and lines[1] == "" and lines[2].strip()
 
 
+def test_translate_decode_settings_override_the_stored_ones(cli_run):
+    sentences = ["你好。", "我很好。", "我们明天去学校。"]
+    args = ["translate", "--model", str(cli_run), "--device", "cpu", "--json", *sentences]
+    stored = [json.loads(line) for line in _cli(*args).stdout.splitlines()]
+    assert max(len(r["tokens"]) for r in stored) > 1
+    result = _cli(*args, *_sets("decode.max_len_a=0", "decode.max_len_b=1"))
+    assert result.returncode == 0, result.stderr
+    assert all(len(json.loads(line)["tokens"]) <= 1 for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("verb", "setting", "named"),
+    [
+        ("translate", "decode.no_repeat_ngram=-1", "decode.no_repeat_ngram"),
+        ("evaluate", "decode.length_penalty=long", "decode.length_penalty"),
+        ("evaluate", "train.lr=1", "decode.*"),  # training settings cannot change a trained model
+    ],
+)
+def test_bad_decode_setting_is_a_one_line_error(cli_run, verb, setting, named):
+    result = _cli(
+        verb, "--model", str(cli_run), "--device", "cpu", *_sets(setting), *(["你好。"] * (verb == "translate"))
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and "Traceback" not in result.stderr
+
+
 def test_evaluate_model_json(cli_run):
     result = _cli("evaluate", "--model", str(cli_run), "--device", "cpu", "--json")
     assert result.returncode == 0, result.stderr
