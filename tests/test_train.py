@@ -352,7 +352,9 @@ def test_translate_stdin_keeps_empty_lines_aligned(cli_run):
 def test_translate_decode_settings_override_the_stored_ones(cli_run):
     sentences = ["你好。", "我很好。", "我们明天去学校。"]
     args = ["translate", "--model", str(cli_run), "--device", "cpu", "--json", *sentences]
-    stored = [json.loads(line) for line in _cli(*args).stdout.splitlines()]
+    result = _cli(*args)
+    assert result.returncode == 0, result.stderr
+    stored = [json.loads(line) for line in result.stdout.splitlines()]
     assert max(len(r["tokens"]) for r in stored) > 1
     result = _cli(*args, *_sets("decode.max_len_a=0", "decode.max_len_b=1"))
     assert result.returncode == 0, result.stderr
