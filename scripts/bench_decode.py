@@ -42,6 +42,7 @@ from seq2seq.layers import DecoderCache
 from seq2seq.masks import padding_mask
 from seq2seq.model import Transformer
 from seq2seq.precision import autocast, use_bf16
+from seq2seq.search import pad_batch
 from seq2seq.tokenizer import BOS, PAD
 from seq2seq.train import resolve_device
 from seq2seq.translate import Translator, load_model
@@ -88,15 +89,6 @@ def _timed(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
 
 def _stats(seconds: list[float]) -> dict[str, float]:
     return {"min": min(seconds), "median": statistics.median(seconds), "max": max(seconds), "runs": seconds}
-
-
-def pad_batch(sources: list[list[int]], device: torch.device) -> Tensor:
-    """Id lists -> (B, S) padded with PAD."""
-    width = max(len(s) for s in sources)
-    src = torch.full((len(sources), width), PAD, dtype=torch.long)
-    for row, ids in enumerate(sources):
-        src[row, : len(ids)] = torch.tensor(ids)
-    return src.to(device)
 
 
 @torch.inference_mode()

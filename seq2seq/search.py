@@ -1,5 +1,6 @@
 """Greedy and beam search: plain, batched functions over any encoder-decoder
-with ``encode``, ``decode`` and ``logits`` (see ``seq2seq.model.Transformer``).
+with ``encode``, ``decode`` and ``logits`` (see ``seq2seq.model.Transformer``),
+and ``search_ids``, the batched entry point that training and translation call.
 
 Both start every hypothesis from ``<start>``, feed one new position per step
 through a ``DecoderCache`` (``use_cache=False`` re-runs the decoder on the whole
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seq2seq.config import DecodeConfig
 from seq2seq.layers import DecoderCache
 from seq2seq.masks import padding_mask
 from seq2seq.tokenizer import BOS, EOS, PAD
@@ -177,3 +179,42 @@ def beam_search(
         )
         beam_scores = torch.tensor(next_scores, device=src.device).view(b, n)
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]
+
+
+def pad_batch(sources: list[list[int]], device: torch.device) -> Tensor:
+    """Id lists -> (B, S) right-padded with PAD, on ``device``."""
+    width = max(len(s) for s in sources)
+    src = torch.full((len(sources), width), PAD, dtype=torch.long)
+    for row, ids in enumerate(sources):
+        src[row, : len(ids)] = torch.tensor(ids)
+    return src.to(device)
+
+
+def search_ids(
+    model: nn.Module, sources: list[list[int]], decode: DecodeConfig, device: torch.device, beam: int, nbest: int = 1
+) -> list[list[Hypothesis]]:
+    """Translate id sequences in length-sorted batches of ``decode.batch_sentences``; results in input order.
+
+    ``beam == 1`` runs greedy search (one hypothesis per sentence whatever ``nbest`` says).
+    """
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    for start in range(0, len(order), decode.batch_sentences):
+        chunk = order[start : start + decode.batch_sentences]
+        src = pad_batch([sources[i] for i in chunk], device)
+        if beam == 1:
+            found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b)]
+        else:
+            found = beam_search(
+                model,
+                src,
+                beam=beam,
+                length_penalty=decode.length_penalty,
+                nbest=nbest,
+                max_len_a=decode.max_len_a,
+                max_len_b=decode.max_len_b,
+                no_repeat_ngram=decode.no_repeat_ngram,
+            )
+        for i, hyps in zip(chunk, found, strict=True):
+            results[i] = hyps
+    return results

@@ -33,8 +33,8 @@ from seq2seq.evaluate import score
 from seq2seq.loss import projected_cross_entropy
 from seq2seq.model import Transformer
 from seq2seq.precision import DESCRIPTIONS, MasterWeights, autocast, resolve_precision
+from seq2seq.search import search_ids
 from seq2seq.tokenizer import PAD
-from seq2seq.translate import search_ids
 
 
 def resolve_device(name: str) -> torch.device:

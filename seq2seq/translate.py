@@ -5,14 +5,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import Config, DecodeConfig, config_from_dict, parse_override
 from seq2seq.corpus import normalize
 from seq2seq.errors import UserError
 from seq2seq.model import Transformer
-from seq2seq.search import Hypothesis, beam_search, greedy_search
+from seq2seq.search import search_ids
 from seq2seq.tokenizer import EOS, PAD, Tokenizer
 
 
@@ -54,40 +53,6 @@ def load_model(
             "the checkpoint and its run directory must come from the same training run"
         ) from None
     return model.to(device).eval(), tokenizer, cfg
-
-
-def search_ids(
-    model: nn.Module, sources: list[list[int]], decode: DecodeConfig, device: torch.device, beam: int, nbest: int = 1
-) -> list[list[Hypothesis]]:
-    """Translate id sequences in length-sorted batches; results in input order.
-
-    ``beam == 1`` runs greedy search.
-    """
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    results: list[list[Hypothesis]] = [[] for _ in sources]
-    for start in range(0, len(order), decode.batch_sentences):
-        chunk = order[start : start + decode.batch_sentences]
-        width = max(len(sources[i]) for i in chunk)
-        src = torch.full((len(chunk), width), PAD, dtype=torch.long)
-        for row, i in enumerate(chunk):
-            src[row, : len(sources[i])] = torch.tensor(sources[i])
-        src = src.to(device)
-        if beam == 1:
-            found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b)]
-        else:
-            found = beam_search(
-                model,
-                src,
-                beam,
-                decode.length_penalty,
-                nbest,
-                decode.max_len_a,
-                decode.max_len_b,
-                decode.no_repeat_ngram,
-            )
-        for i, hyps in zip(chunk, found, strict=True):
-            results[i] = hyps
-    return results
 
 
 @dataclass

@@ -1,5 +1,10 @@
-"""Shared test helpers: a tiny seeded Transformer, built on demand; the toy corpus and file helpers."""
+"""Shared test helpers: a tiny seeded Transformer, built on demand; the toy corpus and file helpers;
+the command line run as a subprocess, and one toy model trained through it for the whole session."""
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,9 +14,11 @@ import torch
 from seq2seq.config import ModelConfig
 from seq2seq.corpus import normalize, read_pair_files
 from seq2seq.model import Transformer
+from seq2seq.tokenizer import BOS as START
+from seq2seq.tokenizer import EOS as END
+from seq2seq.tokenizer import PAD, UNK
 
-# Special ids used throughout the tests.
-PAD, UNK, START, END = 0, 1, 2, 3
+__all__ = ["PAD", "UNK", "START", "END"]  # re-exported: the tests name the special ids as the model sees them
 VOCAB = 40
 
 # Tiny tensors gain nothing from intra-op threads, and on a shared 2-core machine
@@ -68,3 +75,81 @@ def toy_pairs() -> tuple[list[str], list[str]]:
     """The toy fixture corpus as (sources, targets), normalized."""
     src, tgt = read_pair_files(str(TOY_SRC), str(TOY_TGT))
     return [normalize(s) for s in src], [normalize(t) for t in tgt]
+
+
+# --- The command line -------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+TOY = "configs/toy.yaml"  # relative to REPO, like the corpus paths inside it
+# One thread per subprocess: on a shared 2-core machine OpenMP threads spinning against each other cost more
+# than they give on toy sizes.
+CLI_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def run_cli(*args: str, stdin: str = "", cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m seq2seq ARGS`` in ``cwd``; never raises on a non-zero exit status."""
+    return subprocess.run(
+        [sys.executable, "-m", "seq2seq", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=CLI_ENV,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def sets(*pairs: str) -> list[str]:
+    """``sets("a.b=1", "c.d=2")`` -> ``["--set", "a.b=1", "--set", "c.d=2"]``."""
+    return [arg for pair in pairs for arg in ("--set", pair)]
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    """Assert exit status 2 with a single ``seq2seq: error:`` line on stderr and no stdout; return that line."""
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("seq2seq: error:") and "Traceback" not in result.stderr
+    assert result.stdout == ""
+    return lines[0]
+
+
+def metrics_records(run_dir: Path) -> list[dict]:
+    """The records of a run's metrics.jsonl, in order."""
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="session")
+def toy_cache(tmp_path_factory) -> Path:
+    """One data cache for the session: the toy tokenizer and encoding are built once."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="session")
+def toy_run(tmp_path_factory, toy_cache) -> Path:
+    """A toy model trained for 60 steps through ``python -m seq2seq train``; shared, read-only, by the
+    end-to-end tests (copy it before changing anything in it).
+
+    60 steps, not fewer: after 30 the toy model still answers every sentence with <end> at once,
+    and empty translations would make output-alignment checks vacuous.
+    """
+    run = tmp_path_factory.mktemp("toy_run") / "run"
+    result = run_cli(
+        "train",
+        "--config",
+        TOY,
+        "--device",
+        "cpu",
+        *sets(
+            f"train.run_dir={run}",
+            f"data.cache_dir={toy_cache}",
+            "train.max_steps=60",
+            "train.eval_every=60",
+            "train.threads=1",
+            "train.eval_sentences=5",
+        ),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "best.pt" in result.stdout
+    return run

@@ -3,54 +3,28 @@ used (rows are distributions, head selection and the head mean agree, bad layer/
 numbers are user errors), ``save_heatmap`` writes a PNG or says how to install
 matplotlib, and ``seq2seq translate --attention`` writes the map end to end.
 
-The run directory is built without training: the toy data pipeline (tokenizer and test
-split) plus a seeded, untrained toy-config model saved as best.pt. Weights need not be
-meaningful for these invariants.
+The model is the session's shared toy run (conftest.toy_run); these invariants hold for any weights.
 """
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-from conftest import TOY_SRC, TOY_TGT, build_tiny_model
+from conftest import build_tiny_model, run_cli
 
 from seq2seq.attention_map import cross_attention, save_heatmap
-from seq2seq.checkpoint import save_checkpoint
-from seq2seq.config import load_config
-from seq2seq.dataset import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.layers import explicit_attention
 from seq2seq.masks import padding_mask
-from seq2seq.model import Transformer
 from seq2seq.tokenizer import BOS, EOS, PAD
 from seq2seq.translate import Translator, load_model
 
-REPO = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    """A toy run directory (spm.model, test split, best.pt) holding an untrained, seeded model."""
-    root = tmp_path_factory.mktemp("attention")
-    run = root / "run"
-    cfg = load_config(
-        REPO / "configs/toy.yaml",
-        [f"data.src={TOY_SRC}", f"data.tgt={TOY_TGT}", f"data.cache_dir={root / 'cache'}", f"train.run_dir={run}"],
-    )
-    data = prepare_data(cfg.data, run)
-    torch.manual_seed(0)
-    model = Transformer(cfg.model, data.tokenizer.src_vocab_size, data.tokenizer.tgt_vocab_size, PAD)
-    save_checkpoint({"model": model.state_dict(), "config": cfg.to_dict(), "step": 0}, run / "best.pt")
-    return run
-
-
-@pytest.fixture(scope="module")
-def translator(run_dir) -> Translator:
-    model, tokenizer, cfg = load_model(run_dir, torch.device("cpu"))
+def translator(toy_run) -> Translator:
+    model, tokenizer, cfg = load_model(toy_run, torch.device("cpu"))
     return Translator(model, tokenizer, cfg.decode, torch.device("cpu"))
 
 
@@ -148,33 +122,20 @@ def test_save_heatmap_without_matplotlib_says_how_to_install(tmp_path, monkeypat
     assert not path.exists()
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "seq2seq", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-
-
-def test_translate_attention_writes_a_png(run_dir, tmp_path):
+def test_translate_attention_writes_a_png(toy_run, tmp_path):
     out = tmp_path / "map.png"
-    args = ["translate", "--model", str(run_dir), "--device", "cpu", "--beam", "1", "--max-len", "6"]
-    result = _cli(*args, "--attention", str(out), "--head", "0", "我们去散步。", cwd=tmp_path)
+    args = ["translate", "--model", str(toy_run), "--device", "cpu", "--beam", "1", "--max-len", "6"]
+    result = run_cli(*args, "--attention", str(out), "--head", "0", "我们去散步。", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 1  # the translation itself still goes to stdout
     assert f"attention map saved to {out}" in result.stderr
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
-def test_translate_attention_bad_layer_is_one_line(run_dir, tmp_path):
+def test_translate_attention_bad_layer_is_one_line(toy_run, tmp_path):
     out = tmp_path / "map.png"
-    args = ["translate", "--model", str(run_dir), "--device", "cpu", "--beam", "1", "--max-len", "3"]
-    result = _cli(*args, "--attention", str(out), "--layer", "9", "你好。", cwd=tmp_path)
+    args = ["translate", "--model", str(toy_run), "--device", "cpu", "--beam", "1", "--max-len", "3"]
+    result = run_cli(*args, "--attention", str(out), "--layer", "9", "你好。", cwd=tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--layer 9" in lines[0] and "Traceback" not in result.stderr

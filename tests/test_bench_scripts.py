@@ -1,52 +1,19 @@
 """The benchmark scripts run end to end on the toy config (tiny sizes; no timing asserted)."""
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+from conftest import CLI_ENV, REPO
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=CLI_ENV, capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture(scope="module")
-def toy_run(tmp_path_factory) -> Path:
-    """A toy model trained for a few steps."""
-    tmp = tmp_path_factory.mktemp("bench")
-    run = tmp / "run"
-    done = _run(
-        "-m",
-        "seq2seq",
-        "train",
-        "--config",
-        "configs/toy.yaml",
-        "--set",
-        f"train.run_dir={run}",
-        "--set",
-        f"data.cache_dir={tmp / 'cache'}",
-        "--set",
-        "train.max_steps=20",
-        "--set",
-        "train.eval_every=20",
-        "--set",
-        "train.eval_sentences=5",
-        "--set",
-        "train.threads=1",
-    )
-    assert done.returncode == 0, done.stderr
-    return run
-
-
-def test_bench_train_reports_every_row(tmp_path, toy_run):
+def test_bench_train_reports_every_row(tmp_path, toy_cache):
     out = tmp_path / "train.json"
-    cache = f"data.cache_dir={toy_run.parent / 'cache'}"
+    cache = f"data.cache_dir={toy_cache}"
     sizes = "--rounds 2 --round-tokens 300 --rss-steps 3 --threads 1".split()
     bf16 = "train.precision=bf16"  # every row: bf16 weights, bf16 autocast and float32
     done = _run(
@@ -93,9 +60,9 @@ def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
         assert row["sentences"] == 10 and row["sentences_per_s"] > 0 and 0 <= row["bleu"] <= 100
 
 
-def test_profile_step_splits_the_time_of_every_precision(tmp_path, toy_run):
+def test_profile_step_splits_the_time_of_every_precision(tmp_path, toy_cache):
     out = tmp_path / "profile.json"
-    cache = f"data.cache_dir={toy_run.parent / 'cache'}"
+    cache = f"data.cache_dir={toy_cache}"
     done = _run(
         "scripts/profile_step.py", "--config", "configs/toy.yaml", "--set", cache, "--steps", "2", "--out", str(out)
     )

@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import END, PAD, VOCAB, build_tiny_model, random_batch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from seq2seq.batching import Batch
 from seq2seq.config import DecodeConfig, load_config
 from seq2seq.layers import Dropout
 from seq2seq.loss import projected_cross_entropy
+from seq2seq.search import search_ids
 from seq2seq.train import Trainer, batch_loss, dev_loss
-from seq2seq.translate import load_model, search_ids
-from tests.conftest import END, PAD, VOCAB, build_tiny_model, random_batch
+from seq2seq.translate import load_model
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -3,12 +3,12 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import PAD, START, VOCAB
 
 from seq2seq import loss as loss_module
 from seq2seq.batching import Batch
 from seq2seq.loss import projected_cross_entropy
 from seq2seq.train import batch_loss
-from tests.conftest import PAD, START, VOCAB
 
 
 def plain_loss(states: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
