@@ -23,7 +23,6 @@ Three measurements, printed as a table and written as JSON (``--out``):
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from machine import machine_info
 from torch import Tensor
 
 from seq2seq.corpus import read_lines
@@ -48,29 +48,6 @@ from seq2seq.train import resolve_device
 from seq2seq.translate import Translator, load_model
 
 CLI_SENTENCE = "今天天气很好。"
-
-
-def machine_info(device: torch.device) -> dict[str, Any]:
-    """CPU model, cores, torch version, threads (and the GPU when there is one)."""
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info: dict[str, Any] = {
-        "cpu": cpu,
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "device": str(device),
-        "python": platform.python_version(),
-    }
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info
 
 
 def _sync(device: torch.device) -> None:

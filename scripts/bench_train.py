@@ -28,7 +28,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -41,16 +40,17 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from machine import machine_info
 from torch import Tensor, nn
 
 from seq2seq.batching import Batch, BucketSampler, cut_batches
-from seq2seq.config import Config, load_config
+from seq2seq.config import DEFAULT_CONFIG, Config, load_config
 from seq2seq.dataset import EncodedSplit, prepare_data
 from seq2seq.layers import sinusoids
 from seq2seq.model import Transformer
 from seq2seq.precision import MasterWeights, autocast, resolve_precision
 from seq2seq.tokenizer import PAD
-from seq2seq.train import adamw, batch_loss, dev_loss, lr_factor, resolve_device
+from seq2seq.train import adamw, batch_loss, dev_loss, lr_factor, optimizer_update, resolve_device
 
 
 class TorchTransformer(nn.Module):
@@ -185,12 +185,7 @@ def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vo
         batch = batch.to(device)
         loss = row.loss(row.weights.work, batch, cfg.train.label_smoothing, row.precision == "bf16-autocast")
         (loss / n).backward()
-        row.weights.collect_grads()
-        nn.utils.clip_grad_norm_(row.model.parameters(), cfg.train.clip_norm)
-        row.optimizer.step()
-        row.scheduler.step()
-        row.optimizer.zero_grad(set_to_none=True)
-        row.weights.sync()
+        optimizer_update(row.weights, row.optimizer, row.scheduler, cfg.train.clip_norm)
         tokens += n
         steps += 1
     sync(device)
@@ -229,7 +224,7 @@ def stats(values: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/zh-en.yaml")
+    parser.add_argument("--config", default=DEFAULT_CONFIG)
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="config override")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (each row trains in each)")
     parser.add_argument("--round-tokens", type=int, default=30_000, help="target tokens per row per round")
@@ -305,16 +300,7 @@ def main() -> None:
                 "dev_loss": loss,
             }
         )
-    machine = {
-        "cpu": _cpu_name(),
-        "cores": len(os.sched_getaffinity(0)),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "device": str(device),
-    }
-    if device.type == "cuda":
-        machine["gpu"] = torch.cuda.get_device_name(device)
+    machine = machine_info(device)
     report = {
         "machine": machine,
         "config": args.config,
@@ -348,13 +334,6 @@ def main() -> None:
     memory += "" if gpu_mb is None else f", peak GPU memory {gpu_mb:.0f} MB"
     print(f"matmul peak: float32 {peaks[False]:.0f} GFLOP/s, bf16 {peaks[True]:.0f} GFLOP/s{memory}")
     print(f"written to {args.out}")
-
-
-def _cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":

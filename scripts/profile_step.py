@@ -20,12 +20,12 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from seq2seq.batching import BucketSampler
-from seq2seq.config import TrainConfig, load_config
+from seq2seq.config import DEFAULT_CONFIG, TrainConfig, load_config
 from seq2seq.dataset import prepare_data
 from seq2seq.model import Transformer
 from seq2seq.precision import MasterWeights
 from seq2seq.tokenizer import PAD
-from seq2seq.train import adamw, batch_loss
+from seq2seq.train import adamw, batch_loss, optimizer_update
 
 PHASES = ("forward + loss", "backward", "clip + optimizer")
 # Operator name fragments -> kind; the first match wins (checked in this order).
@@ -55,11 +55,7 @@ def profile_steps(model: nn.Module, batches: list, precision: str, steps: int, t
         with record_function(PHASES[1]):
             (loss / batch.tokens).backward()
         with record_function(PHASES[2]):
-            weights.collect_grads()
-            nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            weights.sync()
+            optimizer_update(weights, optimizer, None, tc.clip_norm)
 
     for batch in batches[:3]:  # warm-up: allocator, kernels
         step(batch)
@@ -82,7 +78,7 @@ def profile_steps(model: nn.Module, batches: list, precision: str, steps: int, t
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/zh-en.yaml")
+    parser.add_argument("--config", default=DEFAULT_CONFIG)
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="config override")
     parser.add_argument("--steps", type=int, default=10, help="profiled steps per precision")
     parser.add_argument("--out", default=None, help="also write the figures as JSON here")

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from seq2seq.config import DEFAULT_CONFIG
 from seq2seq.errors import UserError
 
 
@@ -42,7 +43,7 @@ def _umask() -> int:
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint safely; a missing, truncated or tampered file is a UserError."""
     if not path.is_file():
-        raise UserError(f"checkpoint {path} not found; train first: seq2seq train --config configs/zh-en.yaml")
+        raise UserError(f"checkpoint {path} not found; train first: seq2seq train --config {DEFAULT_CONFIG}")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:

@@ -7,7 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 from tqdm import tqdm
 
 from seq2seq.attention_map import cross_attention, save_heatmap
@@ -22,12 +21,8 @@ from seq2seq.translate import Translation, Translator, load_model, resolve_check
 
 
 def _default_run_dir() -> str:
-    """The run directory of the default recipe (configs/zh-en.yaml), for translate/evaluate."""
-    path = Path(DEFAULT_CONFIG)
-    if path.is_file():
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        return str((raw.get("train") or {}).get("run_dir", "runs/zh-en"))
-    return "runs/zh-en"
+    """The run directory of the default recipe, for translate/evaluate (``runs/zh-en`` away from the repository)."""
+    return load_config(DEFAULT_CONFIG).train.run_dir if Path(DEFAULT_CONFIG).is_file() else "runs/zh-en"
 
 
 def cmd_train(args: argparse.Namespace) -> None:

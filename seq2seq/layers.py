@@ -19,16 +19,19 @@ from seq2seq.config import ModelConfig
 def keep_scale(shape: torch.Size, p: float, dtype: torch.dtype) -> Tensor:
     """Inverted-dropout multiplier on the CPU: 0 with probability p, else 1 / (1 - p).
 
-    Each element is decided by 16 random bits, four elements per 64-bit draw: 3× faster
-    than ``torch.rand`` (one float32 draw per element) and 5× faster than ``F.dropout``'s
-    Bernoulli sampler for 4,000 × 256 elements. p is rounded to a multiple of 2⁻¹⁶ (0.3 →
-    0.300003) and the scale uses the rounded value, so the expectation stays exact.
+    Each element is decided by 16 random bits, four elements per 64-bit draw, because random
+    bits, not arithmetic, are what a CPU dropout mask costs: one draw serves four elements where
+    ``torch.rand`` and ``F.dropout``'s Bernoulli sampler spend a float per element
+    (docs/benchmarks.md compares them). p is rounded to a multiple of 2⁻¹⁶ (0.3 → 0.300003) and
+    the scale uses the rounded value, so the expectation stays exact.
     """
     n = math.prod(shape)
     dropped = round(p * 65536)  # of the 65,536 values a lane can take
     draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # 64 uniform bits each
     lanes = draws.view(torch.int16)[:n].view(shape)  # uniform on [-32768, 32767]
-    keep = (lanes >= dropped - 32768).view(torch.uint8)  # as 0/1 bytes: bool -> bf16 is 7-12× slower than uint8 -> bf16
+    keep = (lanes >= dropped - 32768).view(
+        torch.uint8
+    )  # as 0/1 bytes: torch converts uint8 to bf16 far faster than bool
     return keep.to(dtype).mul_(65536 / (65536 - dropped))
 
 
@@ -36,8 +39,8 @@ class Dropout(nn.Module):
     """Inverted dropout: in training, zero each element with probability p and scale the rest by 1/(1-p).
 
     Same distribution as ``nn.Dropout`` (up to p rounded to 2⁻¹⁶ on a CPU). On a CPU the mask
-    comes from ``keep_scale``: ``F.dropout``'s masks had been 12% of a bf16 training step
-    (docs/benchmarks.md). Elsewhere ``F.dropout`` runs its fused kernel.
+    comes from ``keep_scale``, because ``F.dropout``'s Bernoulli masks were a visible share of a
+    CPU training step (docs/benchmarks.md). Elsewhere ``F.dropout`` runs its fused kernel.
     """
 
     def __init__(self, p: float) -> None:
@@ -87,9 +90,9 @@ class MultiHeadAttention(nn.Module):
     ``kernel`` picks how the attention itself is computed: ``sdpa`` is
     ``F.scaled_dot_product_attention`` (fused kernels on CUDA), ``explicit`` is
     ``explicit_attention``, ``auto`` is ``sdpa`` on CUDA and ``explicit`` on a CPU, where
-    the written-out form measured faster with these small shapes: a bf16 training step 451 vs
-    487 ms, a bf16 teacher-forced dev pass 390 vs 484 ms (docs/benchmarks.md); in training
-    it also takes its dropout mask from ``Dropout`` rather than SDPA's Bernoulli sampler.
+    the written-out form measured faster for this project's small shapes, in training and in
+    the teacher-forced dev pass (docs/benchmarks.md); in training it also takes its dropout
+    mask from ``Dropout`` rather than SDPA's Bernoulli sampler.
     """
 
     def __init__(self, d_model: int, heads: int, head_dim: int, dropout: float, kernel: str = "sdpa") -> None:
@@ -124,7 +127,7 @@ class MultiHeadAttention(nn.Module):
         q = self._split(self.q_proj(query))
         return explicit_attention(q, keys, keys, mask)[1]
 
-    def explicit(self, device: torch.device) -> bool:
+    def uses_explicit_attention(self, device: torch.device) -> bool:
         """Whether attention on ``device`` is computed by ``explicit_attention``."""
         return self.kernel == "explicit" or (self.kernel == "auto" and device.type == "cpu")
 
@@ -134,7 +137,7 @@ class MultiHeadAttention(nn.Module):
 
     def attend(self, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
         """Projected queries (B, H, T, K), keys/values (B, H, S, K), mask -> (B, T, D)."""
-        if self.explicit(q.device):
+        if self.uses_explicit_attention(q.device):
             out = explicit_attention(q, keys, values, mask, self.dropout)[0]
         else:
             p = self.dropout.p if self.training else 0.0
@@ -196,8 +199,8 @@ class Embedding(nn.Module):
         x = self.tokens(ids) * self.scale + self.positions[offset:end].to(self.tokens.weight.dtype)
         if torch.is_autocast_enabled(x.device.type):
             # Start the residual stream in autocast's dtype: the matmuls then need no cast of their
-            # input, and sums, dropout and (on a CPU) LayerNorm work on half the bytes. A float32
-            # stream (float32 embeddings) made a bf16 training step 7% slower (docs/benchmarks.md).
+            # input, and sums, dropout and (on a CPU) LayerNorm work on half the bytes
+            # (docs/benchmarks.md measured the float32 stream against it).
             x = x.to(torch.get_autocast_dtype(x.device.type))
         return self.dropout(x)
 

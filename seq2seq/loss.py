@@ -24,7 +24,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 
 from seq2seq.tokenizer import PAD
 
-CHUNK_ROWS = 256  # rows per float32 softmax chunk: 4 MB at V = 4,000; 64 to 256 equally fast on the 2-core CPU
+CHUNK_ROWS = 256  # rows per float32 softmax chunk: small enough to stay in cache, large enough to amortise the loop
 
 
 _buffers: dict[tuple[torch.device, torch.dtype], Tensor] = {}
@@ -33,11 +33,10 @@ _buffers: dict[tuple[torch.device, torch.dtype], Tensor] = {}
 def logits_buffer(rows: int, cols: int, like: Tensor) -> Tensor:
     """A reusable (rows, cols) buffer with ``like``'s device and dtype, grown as needed.
 
-    A fresh (N, V) tensor every step is slow on a CPU: glibc maps blocks above 32 MB afresh, so
-    the kernel page-faults and zero-fills its 30-65 MB again each time (allocating and filling
-    65 MB: 17 ms fresh, 1.2 ms reused). Reusing one buffer made the whole training step 4%
-    (V = 4,000) and 7% (V = 8,000) faster (docs/benchmarks.md). Its contents are overwritten by
-    the next call.
+    A fresh (N, V) tensor every step is slow on a CPU: glibc maps large blocks afresh, so the
+    kernel page-faults and zero-fills tens of megabytes again each time; a reused buffer is
+    already mapped (docs/benchmarks.md measured the step with and without it). Its contents are
+    overwritten by the next call.
     """
     key = (like.device, like.dtype)
     buffer = _buffers.get(key)
@@ -64,8 +63,8 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         vocab = weight.size(0)
         logits = torch.mm(h_c, w_c.t(), out=logits_buffer(h_c.size(0), vocab, h_c))  # (N, V); becomes its gradient
         total = torch.zeros((), dtype=acc, device=h.device)
-        # Two float32 chunk buffers reused across chunks: fresh 4-8 MB tensors per chunk made the
-        # loss's forward and backward ~6% slower (page faults again, see logits_buffer).
+        # Two float32 chunk buffers reused across chunks: fresh megabyte-sized tensors per chunk
+        # page-fault again, as in logits_buffer.
         z_buffer = logits.new_empty((min(CHUNK_ROWS, h.size(0)), vocab), dtype=acc)
         p_buffer = torch.empty_like(z_buffer)
         for start in range(0, h.size(0), CHUNK_ROWS):

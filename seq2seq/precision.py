@@ -10,11 +10,11 @@
   weights (``MasterWeights``), since a bf16 weight would lose updates smaller than 1/256 of it.
   Softmaxes, LayerNorm statistics and the loss still accumulate in float32.
 * ``auto``: ``bf16-autocast`` where the hardware does bf16 natively (CUDA GPUs with bf16,
-  CPUs with AVX-512 BF16 or AMX), else ``float32``. On the 2-core reference CPU ``bf16`` is
-  no faster per step than autocast, and the zh-en recipe's hour did not score better with it
-  (docs/experiments.md, docs/benchmarks.md).
-  On an H200 the recipe's small model is bound by kernel launches, and bf16 autocast (more
-  launches: the casts) was slower than float32 there (docs/benchmarks.md, GPU section).
+  CPUs with AVX-512 BF16 or AMX), else ``float32``. Autocast rather than ``bf16`` weights,
+  because on the reference CPU the bf16 weights were no faster per step and the recipe's
+  hour did not score better with them (docs/experiments.md, docs/benchmarks.md). A small
+  model on a large GPU is bound by kernel launches, which autocast's casts add to, so
+  ``float32`` can be the faster choice there (docs/benchmarks.md, GPU section).
 """
 
 import copy

@@ -4,25 +4,22 @@ atomic checkpoints and exact resume.
 
 The trainer knows the model only through ``states(src, tgt_in)`` and its output
 projection ``out_proj`` (the loss fuses the two, ``seq2seq.loss``), and the data
-only through ``PreparedData``.
+only through ``PreparedData``. What the user sees of a run (bar, log lines,
+metrics.jsonl) is ``seq2seq.runlog``; how Ctrl-C and SIGTERM stop it, ``seq2seq.signals``.
 """
 
-import json
+import dataclasses
 import math
 import os
 import random
-import signal
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
-from tqdm import tqdm
 
 from seq2seq.batching import Batch, BucketSampler
 from seq2seq.checkpoint import average_models, load_checkpoint, save_checkpoint
@@ -33,7 +30,9 @@ from seq2seq.evaluate import score
 from seq2seq.loss import projected_cross_entropy
 from seq2seq.model import Transformer
 from seq2seq.precision import DESCRIPTIONS, MasterWeights, autocast, resolve_precision
+from seq2seq.runlog import RunLog, describe
 from seq2seq.search import search_ids
+from seq2seq.signals import sigterm_interrupts, stop_deferred
 from seq2seq.tokenizer import PAD
 
 
@@ -46,7 +45,7 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def spread(total: int, n: int) -> list[int]:
+def even_sample(total: int, n: int) -> list[int]:
     """``n`` indices spread evenly over ``range(total)`` (all of them if ``n`` is 0 or ``total`` or more).
 
     Corpora often come sorted (Tatoeba's export by sentence length, and the split keeps that
@@ -66,8 +65,8 @@ def budget_used(step: int, elapsed: float, cfg: TrainConfig) -> float:
 
 
 def adamw(params: Iterator[nn.Parameter], cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW as configured, with the fused kernel: one pass over all parameters per step,
-    half the optimizer time of the default per-parameter loop on the 2-core CPU."""
+    """AdamW as configured, with the fused kernel: one pass over all parameters per step rather
+    than the default loop over them (docs/benchmarks.md)."""
     return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay, fused=True)
 
 
@@ -85,24 +84,49 @@ def lr_factor(step: int, cfg: TrainConfig, elapsed: float = 0.0) -> float:
     return warmup
 
 
-def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, bf16_autocast: bool) -> torch.Tensor:
+def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, autocast_bf16: bool) -> torch.Tensor:
     """Summed label-smoothed cross-entropy over non-pad target tokens (teacher forcing)."""
-    with autocast(batch.src.device, bf16_autocast):
+    with autocast(batch.src.device, autocast_bf16):
         states = model.states(batch.src, batch.tgt_in)  # (B, T, D)
         return projected_cross_entropy(states, model.out_proj.weight, batch.tgt_out, label_smoothing)
 
 
 @torch.no_grad()
-def dev_loss(model: nn.Module, dev: EncodedSplit, batch_tokens: int, device: torch.device, bf16: bool) -> float:
+def dev_loss(
+    model: nn.Module, dev: EncodedSplit, batch_tokens: int, device: torch.device, autocast_bf16: bool
+) -> float:
     """Per-token cross-entropy (no smoothing) on the dev split."""
     model.eval()
     total, tokens = 0.0, 0
     for idx in BucketSampler(dev.src_lengths, dev.tgt_lengths, batch_tokens, seed=0, shuffle=False).epoch_batches(0):
         batch = dev.batch(idx).to(device)
-        total += float(batch_loss(model, batch, 0.0, bf16))
+        total += float(batch_loss(model, batch, 0.0, autocast_bf16))
         tokens += batch.tokens
     model.train()
     return total / max(tokens, 1)
+
+
+def optimizer_update(
+    weights: MasterWeights,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+    clip_norm: float,
+) -> None:
+    """One optimizer update from the gradients the backward passes left.
+
+    Collects the working copy's gradients into the float32 master (a no-op if already
+    collected, and for float32 or autocast training), clips their norm (``clip_norm`` 0: off),
+    steps the optimizer and the schedule, clears the gradients and rounds the new weights into
+    the working copy. The trainer and the benchmark scripts all update through here.
+    """
+    weights.collect_grads()
+    if clip_norm > 0:
+        nn.utils.clip_grad_norm_(weights.master.parameters(), clip_norm)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    weights.sync()
 
 
 @dataclass
@@ -124,7 +148,8 @@ class Trainer:
         self.run_dir = Path(self.tc.run_dir)
         self.device = device or resolve_device(self.tc.device)
         self.precision = resolve_precision(self.tc.precision, self.device)
-        self.bf16 = self.precision != "float32"  # validation and decoding autocast to bf16 in either bf16 mode
+        self.train_autocast = self.precision == "bf16-autocast"  # training passes under bf16 autocast
+        self.eval_autocast = self.precision != "float32"  # validation and decoding: bf16 autocast in either bf16 mode
         torch.set_num_threads(self.tc.threads or len(os.sched_getaffinity(0)))
         torch.manual_seed(self.tc.seed)
         random.seed(self.tc.seed)
@@ -132,7 +157,7 @@ class Trainer:
         tok = self.data.tokenizer
         self.model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD).to(self.device)
         # bf16: forward and backward run on a bf16 copy; the optimizer and checkpoints keep self.model in float32.
-        self.weights = MasterWeights(self.model, bf16=self.precision == "bf16")
+        self.weights = MasterWeights(self.model, bf16=self.precision == "bf16")  # bf16 weights, float32 master
         if self.tc.compile:  # the teacher-forced pass only: loss, search and checkpoints stay as they are
             self.weights.work.states = torch.compile(self.weights.work.states, dynamic=True)
         self.optimizer = adamw(self.model.parameters(), self.tc)
@@ -153,6 +178,8 @@ class Trainer:
             self.tc.seed,
             lengths_at=self._resegment if self.resegmented else None,
         )
+        # Lazy: the first batch is drawn by the first train_step, after resume() has restored the sampler.
+        self.batches = iter(self.sampler)
 
     def _resegment(self, epoch: int) -> tuple[Tensor, Tensor]:
         """The sampler's hook at the start of an epoch: sample its segmentation, return its lengths."""
@@ -166,7 +193,6 @@ class Trainer:
     # -- checkpoints -----------------------------------------------------
     def state(self) -> dict[str, Any]:
         """Everything needed to continue exactly from here."""
-        p = self.progress
         return {
             "model": self.model.state_dict(),
             "config": self.cfg.to_dict(),
@@ -178,13 +204,7 @@ class Trainer:
                 "python": list(random.getstate()[1]),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             },
-            "progress": {
-                "step": p.step,
-                "elapsed": p.elapsed,
-                "best": p.best,
-                "bad_evals": p.bad_evals,
-                "kept": p.kept,
-            },
+            "progress": dataclasses.asdict(self.progress),
         }
 
     def resume(self) -> bool:
@@ -214,12 +234,12 @@ class Trainer:
     # -- validation ------------------------------------------------------
     def validate(self) -> dict[str, float]:
         """Dev loss and perplexity; BLEU and chrF of greedy output."""
-        loss = dev_loss(self.model, self.data.dev, self.cfg.data.batch_tokens, self.device, self.bf16)
+        loss = dev_loss(self.model, self.data.dev, self.cfg.data.batch_tokens, self.device, self.eval_autocast)
         result = {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50.0))}
-        chosen = spread(len(self.data.dev), self.tc.eval_sentences)
+        chosen = even_sample(len(self.data.dev), self.tc.eval_sentences)
         if chosen:
             self.model.eval()
-            with autocast(self.device, self.bf16):
+            with autocast(self.device, self.eval_autocast):
                 found = search_ids(self.model, self.data.dev.sources(chosen), self.cfg.decode, self.device, beam=1)
             self.model.train()
             hyps = [self.data.tokenizer.decode_tgt(h[0].tokens) for h in found]
@@ -241,9 +261,7 @@ class Trainer:
         state = self.state()
         save_checkpoint(state, self.run_dir / "last.pt")
         if improved:
-            save_checkpoint(
-                {"model": state["model"], "config": state["config"], "step": p.step, **result}, self.run_dir / "best.pt"
-            )
+            self._save_best(result)
         if self.tc.average_last:
             name = f"snapshot-{p.step}.pt"
             save_checkpoint({"model": state["model"], "config": state["config"]}, self.run_dir / name)
@@ -251,7 +269,12 @@ class Trainer:
             while len(p.kept) > self.tc.average_last:
                 (self.run_dir / p.kept.pop(0)).unlink(missing_ok=True)
 
-    def _average(self, log: Any) -> None:
+    def _save_best(self, result: dict[str, float], **extra: int) -> None:
+        """best.pt: the model as it is now, its config, the step and the validation ``result``."""
+        record = {"model": self.model.state_dict(), "config": self.cfg.to_dict(), "step": self.progress.step}
+        save_checkpoint({**record, **extra, **result}, self.run_dir / "best.pt")
+
+    def _average(self, log: RunLog) -> None:
         """Average the kept snapshots; keep the average as best.pt if it validates better."""
         paths = [self.run_dir / name for name in self.progress.kept]
         if len(paths) < 2:
@@ -260,20 +283,11 @@ class Trainer:
         self.model.load_state_dict(average_models(paths))
         result = self.validate()
         metric = self._metric(result)
-        log(f"average of last {len(paths)} checkpoints: " + _format(result))
+        log.line(f"average of last {len(paths)} checkpoints: " + describe(result))
         if self.progress.best is None or metric > self.progress.best:
             self.progress.best = metric
-            save_checkpoint(
-                {
-                    "model": self.model.state_dict(),
-                    "config": self.cfg.to_dict(),
-                    "step": self.progress.step,
-                    "averaged": len(paths),
-                    **result,
-                },
-                self.run_dir / "best.pt",
-            )
-            log("the average is the new best.pt")
+            self._save_best(result, averaged=len(paths))
+            log.line("the average is the new best.pt")
         self.model.load_state_dict(trained)
 
     # -- the loop --------------------------------------------------------
@@ -295,14 +309,14 @@ class Trainer:
         try:
             batches = []
             for _ in range(self.tc.accum_steps):
-                indices = next(self._batches)  # first: it may start a new epoch (and segmentation)
+                indices = next(self.batches)  # first: it may start a new epoch (and segmentation)
                 batches.append(self._train_split().batch(indices).to(self.device))
             tokens = sum(b.tokens for b in batches)
             total = 0.0
             for batch in batches:
-                loss = batch_loss(self.weights.work, batch, self.tc.label_smoothing, self.precision == "bf16-autocast")
+                loss = batch_loss(self.weights.work, batch, self.tc.label_smoothing, self.train_autocast)
                 (loss / tokens).backward()
-                self.weights.collect_grads()
+                self.weights.collect_grads()  # per batch: accumulating in float32, not in the bf16 copy
                 total += loss.item()
         except KeyboardInterrupt:  # the step never happened: rewind so that resume repeats it
             self.sampler.load_state_dict(sampler_before)
@@ -310,13 +324,8 @@ class Trainer:
             self.weights.work.zero_grad(set_to_none=True)
             self.optimizer.zero_grad(set_to_none=True)
             raise
-        with _stop_deferred():  # the update is all-or-nothing, so a checkpoint never holds half of it
-            if self.tc.clip_norm > 0:
-                nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)
-            self.optimizer.step()
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.weights.sync()
+        with stop_deferred():  # the update is all-or-nothing, so a checkpoint never holds half of it
+            optimizer_update(self.weights, self.optimizer, self.scheduler, self.tc.clip_norm)
             self.progress.step += 1
         return total / tokens, tokens
 
@@ -326,135 +335,48 @@ class Trainer:
         Ctrl-C or SIGTERM (``kill``, a job scheduler's stop) saves ``last.pt`` and raises
         KeyboardInterrupt; the same command resumes.
         """
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             return self._fit(quiet)
 
     def _fit(self, quiet: bool) -> Path:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         resumed = self.resume()
         save_config(self.cfg, self.run_dir / "config.yaml")
-        p = self.progress
-        log = (lambda msg: None) if quiet else tqdm.write
-        r = self.data.report
-        source = "cache hit" if r["cache_hit"] else f"built in {r['build_seconds']}s"
-        log(
-            f"data: {r['pairs_read']} pairs read, {r['duplicates_removed']} duplicates, "
-            f"filtered {r['filtered_empty']} empty / {r['filtered_too_long']} too long / {r['filtered_ratio']} ratio; "
-            f"train {r['train']} dev {r['dev']} test {r['test']}; vocab {r['src_vocab']}/{r['tgt_vocab']}; "
-            f"{source}"
-        )
+        p, tc = self.progress, self.tc
         n_params = sum(t.numel() for t in self.model.parameters())
-        log(
-            f"model: {n_params / 1e6:.1f}M parameters on {self.device}, {DESCRIPTIONS[self.precision]}"
-            f", {torch.get_num_threads()} threads" + (f"; resumed at step {p.step}" if resumed else "")
+        model = (
+            f"{n_params / 1e6:.1f}M parameters on {self.device}, {DESCRIPTIONS[self.precision]}, "
+            f"{torch.get_num_threads()} threads" + (f"; resumed at step {p.step}" if resumed else "")
         )
-        metrics = (self.run_dir / "metrics.jsonl").open(
-            "a", encoding="utf-8", buffering=1
-        )  # line-buffered: tail -f works
-        self._batches = iter(self.sampler)
         self.weights.work.train()
         started, elapsed_before = time.perf_counter(), p.elapsed
-        bar = tqdm(total=self.tc.max_steps or None, initial=p.step, disable=quiet, unit="step", dynamic_ncols=True)
-        window_tokens, window_start, reason = 0, time.perf_counter(), None
         validated_at = p.step if resumed else -1
-        try:
-            while (reason := self._stop_reason(started, elapsed_before)) is None:
-                loss, tokens = self.train_step()
-                window_tokens += tokens
-                p.elapsed = elapsed_before + time.perf_counter() - started
-                bar.update(1)
-                if p.step % 20 == 0:
-                    rate = window_tokens / (time.perf_counter() - window_start)
+        with RunLog(self.run_dir, tc.max_steps, p.step, quiet) as log:
+            log.summary(self.data.report, model)
+            try:
+                while (reason := self._stop_reason(started, elapsed_before)) is None:
+                    loss, tokens = self.train_step()
+                    p.elapsed = elapsed_before + time.perf_counter() - started
+                    left = f"{max(tc.max_minutes * 60 - p.elapsed, 0) / 60:.0f}m left" if tc.max_minutes else ""
                     lr = self.scheduler.get_last_lr()[0]
-                    eta = (
-                        f"{max(self.tc.max_minutes * 60 - p.elapsed, 0) / 60:.0f}m left" if self.tc.max_minutes else ""
-                    )
-                    bar.set_postfix_str(f"loss {loss:.3f} lr {lr:.2e} {rate:,.0f} tok/s {eta}")
-                    metrics.write(
-                        json.dumps(
-                            {
-                                "step": p.step,
-                                "loss": round(loss, 4),
-                                "lr": lr,
-                                "tokens_per_s": round(rate),
-                                "epoch": self.sampler.epoch,
-                                "minutes": round(p.elapsed / 60, 3),
-                            }
-                        )
-                        + "\n"
-                    )
-                    window_tokens, window_start = 0, time.perf_counter()
-                if p.step % self.tc.eval_every == 0:
-                    self._validate_and_save(log, metrics)
-                    validated_at = p.step
-        except KeyboardInterrupt:
-            bar.close()
-            save_checkpoint(self.state(), self.run_dir / "last.pt")
-            log(f"interrupted at step {p.step}: saved {self.run_dir / 'last.pt'}; run the same command to resume")
-            metrics.close()
-            raise
-        bar.close()
-        if validated_at != p.step:
-            self._validate_and_save(log, metrics)
-        log(f"stopped: {reason}")
-        if self.tc.average_last:
-            self._average(log)
-        metrics.close()
+                    log.step(p.step, loss, tokens, lr, self.sampler.epoch, p.elapsed / 60, left)
+                    if p.step % tc.eval_every == 0:
+                        self._validate_and_save(log)
+                        validated_at = p.step
+            except KeyboardInterrupt:
+                save_checkpoint(self.state(), self.run_dir / "last.pt")
+                log.line(
+                    f"interrupted at step {p.step}: saved {self.run_dir / 'last.pt'}; run the same command to resume"
+                )
+                raise
+            if validated_at != p.step:
+                self._validate_and_save(log)
+            log.line(f"stopped: {reason}")
+            if tc.average_last:
+                self._average(log)
         return self.run_dir
 
-    def _validate_and_save(self, log: Any, metrics: Any) -> None:
+    def _validate_and_save(self, log: RunLog) -> None:
         result = self.validate()
         self._after_validation(result)
-        p = self.progress
-        log(f"step {p.step} ({p.elapsed / 60:.1f} min, epoch {self.sampler.epoch}): " + _format(result))
-        metrics.write(json.dumps({"step": p.step, "minutes": round(p.elapsed / 60, 3), **result}) + "\n")
-
-
-def _interrupt(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-def _heeded_stops() -> tuple[signal.Signals, ...]:
-    """Ctrl-C and SIGTERM, less any this process ignores (``nohup cmd &`` starts it ignoring Ctrl-C)."""
-    if threading.current_thread() is not threading.main_thread():
-        return ()  # only the main thread may set signal handlers
-    return tuple(stop for stop in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(stop) is not signal.SIG_IGN)
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does (unless SIGTERM is ignored)."""
-    if signal.SIGTERM not in _heeded_stops():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def _stop_deferred() -> Iterator[None]:
-    """Hold back Ctrl-C and SIGTERM until the block ends, then raise KeyboardInterrupt.
-
-    An ignored signal stays ignored: it must not stop training just because it arrived here.
-    """
-    caught: list[int] = []
-    previous = {stop: signal.getsignal(stop) for stop in _heeded_stops()}
-    try:
-        for stop in previous:
-            signal.signal(stop, lambda signum, _frame: caught.append(signum))
-        yield
-    finally:
-        for stop, handler in previous.items():
-            signal.signal(stop, handler)
-    if caught:
-        raise KeyboardInterrupt
-
-
-def _format(result: dict[str, float]) -> str:
-    text = f"dev loss {result['dev_loss']:.3f} ppl {result['dev_ppl']:.1f}"
-    if "dev_bleu" in result:
-        text += f" BLEU {result['dev_bleu']:.2f} chrF {result['dev_chrf']:.2f}"
-    return text
+        log.validation(self.progress.step, self.progress.elapsed / 60, self.sampler.epoch, result)

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from seq2seq.checkpoint import load_checkpoint
-from seq2seq.config import Config, DecodeConfig, config_from_dict, parse_override
+from seq2seq.config import DEFAULT_CONFIG, Config, DecodeConfig, config_from_dict, parse_override
 from seq2seq.corpus import normalize
 from seq2seq.errors import UserError
 from seq2seq.model import Transformer
@@ -22,7 +22,7 @@ def resolve_checkpoint(model_path: str | Path) -> Path:
         path = path / "best.pt"
     if not path.is_file():
         raise UserError(
-            f"no trained model at {path}; train first: seq2seq train --config configs/zh-en.yaml "
+            f"no trained model at {path}; train first: seq2seq train --config {DEFAULT_CONFIG} "
             "(or pass --model RUN_DIR)"
         )
     return path

@@ -21,8 +21,8 @@ from seq2seq.tokenizer import PAD, UNK
 __all__ = ["PAD", "UNK", "START", "END"]  # re-exported: the tests name the special ids as the model sees them
 VOCAB = 40
 
-# Tiny tensors gain nothing from intra-op threads, and on a shared 2-core machine
-# OpenMP threads spin-waiting against another busy process slow tests ~20x.
+# Tiny tensors gain nothing from intra-op threads, and on a shared machine OpenMP threads
+# spin-waiting against another busy process slow the tests down many times over.
 torch.set_num_threads(1)
 
 
@@ -105,6 +105,12 @@ def sets(*pairs: str) -> list[str]:
     return [arg for pair in pairs for arg in ("--set", pair)]
 
 
+def toy_train_args(run_dir: Path, cache: Path, *overrides: str) -> list[str]:
+    """The arguments of ``seq2seq train`` on the toy config on one CPU thread, into ``run_dir`` with data ``cache``."""
+    settings = (f"train.run_dir={run_dir}", f"data.cache_dir={cache}", "train.threads=1", *overrides)
+    return ["train", "--config", TOY, "--device", "cpu", *sets(*settings)]
+
+
 def one_line_error(result: subprocess.CompletedProcess) -> str:
     """Assert exit status 2 with a single ``seq2seq: error:`` line on stderr and no stdout; return that line."""
     assert result.returncode == 2, result.stderr
@@ -136,19 +142,7 @@ def toy_run(tmp_path_factory, toy_cache) -> Path:
     """
     run = tmp_path_factory.mktemp("toy_run") / "run"
     result = run_cli(
-        "train",
-        "--config",
-        TOY,
-        "--device",
-        "cpu",
-        *sets(
-            f"train.run_dir={run}",
-            f"data.cache_dir={toy_cache}",
-            "train.max_steps=60",
-            "train.eval_every=60",
-            "train.threads=1",
-            "train.eval_sentences=5",
-        ),
+        *toy_train_args(run, toy_cache, "train.max_steps=60", "train.eval_every=60", "train.eval_sentences=5")
     )
     assert result.returncode == 0, result.stderr
     assert "best.pt" in result.stdout

@@ -5,7 +5,8 @@ import json
 import pytest
 import torch
 
-from seq2seq.batching import Batch, BucketSampler, collate, cut_batches, padding_fraction
+from seq2seq.batching import Batch, BucketSampler, cut_batches, padding_fraction
+from seq2seq.dataset import EncodedSplit
 from seq2seq.tokenizer import BOS, EOS, PAD, Tokenizer
 
 
@@ -33,6 +34,12 @@ def random_lengths() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # --- collate ------------------------------------------------------------------------------------
+
+
+def collate(src: list[torch.Tensor], tgt: list[torch.Tensor]) -> Batch:
+    """A Batch of all the given id sequences, through the flat storage training reads from."""
+    split = EncodedSplit.from_lists([x.tolist() for x in src], [y.tolist() for y in tgt])
+    return split.batch(torch.arange(len(src)))
 
 
 def test_collate_pads_and_wraps_targets():

@@ -94,7 +94,9 @@ def test_kernel_selects_the_attention_path(monkeypatch, kernel, explicit_on_cpu)
     x = torch.randn(B, T, D)
     mha(x, *mha.keys_values(x), None)
     assert len(calls) == (1 if explicit_on_cpu else 0)
-    assert mha.explicit(torch.device("cuda")) == (kernel == "explicit")  # auto = the fused SDPA kernels on CUDA
+    assert mha.uses_explicit_attention(torch.device("cuda")) == (
+        kernel == "explicit"
+    )  # auto = the fused SDPA kernels on CUDA
 
 
 def test_stacked_projections_equal_the_separate_ones():

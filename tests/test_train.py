@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CLI_ENV, REPO, TOY, metrics_records, sets
+from conftest import CLI_ENV, REPO, TOY, metrics_records, toy_train_args
 
 import seq2seq.train as train_module
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import TrainConfig, load_config
-from seq2seq.train import Trainer, _stop_deferred, budget_used, dev_loss, lr_factor, spread
+from seq2seq.signals import stop_deferred
+from seq2seq.train import Trainer, budget_used, dev_loss, even_sample, lr_factor
 
 # Small and quick: one thread (a shared CPU), few dev sentences decoded per validation.
 FAST = ["train.threads=1", "train.eval_sentences=5", "train.device=cpu"]
@@ -184,12 +185,12 @@ def test_resume_refuses_a_different_model_config(tmp_path, toy_cache):
         other.fit(quiet=True)
 
 
-def test_spread_samples_every_part_of_the_dev_split():
-    assert spread(10, 0) == spread(10, 10) == spread(10, 20) == list(range(10))
-    chosen = spread(1000, 500)
+def test_even_sample_covers_every_part_of_the_dev_split():
+    assert even_sample(10, 0) == even_sample(10, 10) == even_sample(10, 20) == list(range(10))
+    chosen = even_sample(1000, 500)
     assert len(set(chosen)) == 500 and chosen == sorted(chosen)
     assert chosen[0] == 0 and chosen[-1] == 998  # not just the first half (a sorted corpus: the shortest)
-    assert spread(7, 3) == [0, 2, 4]
+    assert even_sample(7, 3) == [0, 2, 4]
 
 
 # -- the learning-rate schedule ----------------------------------------------
@@ -242,17 +243,17 @@ def _default_stop_signals() -> None:
 
 
 def test_a_stop_signal_waits_for_the_update_and_an_ignored_one_stays_ignored():
-    """_stop_deferred holds Ctrl-C back until its block ends; a Ctrl-C the process ignores stays ignored."""
+    """stop_deferred holds Ctrl-C back until its block ends; a Ctrl-C the process ignores stays ignored."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         finished = False
         with pytest.raises(KeyboardInterrupt):
-            with _stop_deferred():
+            with stop_deferred():
                 os.kill(os.getpid(), signal.SIGINT)
                 finished = True  # the block ran to its end despite the signal
         assert finished
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `nohup seq2seq train &` starts it
-        with _stop_deferred():
+        with stop_deferred():
             os.kill(os.getpid(), signal.SIGINT)
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
@@ -266,18 +267,7 @@ def test_a_stop_signal_saves_last_checkpoint_and_exits_130(tmp_path, toy_cache, 
         sys.executable,
         "-m",
         "seq2seq",
-        "train",
-        "--config",
-        TOY,
-        "--device",
-        "cpu",
-        *sets(
-            f"train.run_dir={run}",
-            f"data.cache_dir={toy_cache}",
-            "train.max_steps=100000",
-            "train.eval_every=100000",
-            "train.threads=1",
-        ),
+        *toy_train_args(run, toy_cache, "train.max_steps=100000", "train.eval_every=100000"),
     ]
     with subprocess.Popen(
         args,

@@ -1,0 +1,88 @@
+"""What a training run tells its user: the progress bar, log lines and ``metrics.jsonl``.
+
+The trainer says what happened (a step, a validation, a stop); this object decides how it is
+shown and recorded. ``metrics.jsonl`` in the run directory gets a record every
+``RECORD_EVERY`` steps (loss, lr, tokens/s, epoch, minutes) and one per validation (dev loss,
+perplexity, BLEU, chrF); it is line-buffered, so ``tail -f`` follows it.
+"""
+
+import json
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tqdm import tqdm
+
+RECORD_EVERY = 20  # steps between training records (and progress-bar postfix updates)
+
+
+class RunLog:
+    """The progress bar, log lines and metrics records of one training session."""
+
+    def __init__(self, run_dir: Path, total_steps: int, first_step: int, quiet: bool = False) -> None:
+        self._quiet = quiet
+        self._bar = tqdm(total=total_steps or None, initial=first_step, disable=quiet, unit="step", dynamic_ncols=True)
+        self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8", buffering=1)
+        self._window_tokens, self._window_start = 0, time.perf_counter()
+
+    def __enter__(self) -> "RunLog":
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._bar.close()
+        self._metrics.close()
+
+    def line(self, message: str) -> None:
+        """One line above the progress bar (nothing when quiet)."""
+        if not self._quiet:
+            tqdm.write(message)
+
+    def summary(self, report: dict[str, Any], model: str) -> None:
+        """The data pipeline's report and a description of the model, at the start of a session."""
+        source = "cache hit" if report["cache_hit"] else f"built in {report['build_seconds']}s"
+        self.line(
+            f"data: {report['pairs_read']} pairs read, {report['duplicates_removed']} duplicates, "
+            f"filtered {report['filtered_empty']} empty / {report['filtered_too_long']} too long / "
+            f"{report['filtered_ratio']} ratio; train {report['train']} dev {report['dev']} test {report['test']}; "
+            f"vocab {report['src_vocab']}/{report['tgt_vocab']}; {source}"
+        )
+        self.line(f"model: {model}")
+
+    def step(self, step: int, loss: float, tokens: int, lr: float, epoch: int, minutes: float, left: str) -> None:
+        """After optimizer step ``step``: advance the bar; every RECORD_EVERY steps, show and record the rates.
+
+        ``loss`` is per target token, ``tokens`` the step's target tokens, ``left`` the budget left ("" if none).
+        """
+        self._bar.update(1)
+        self._window_tokens += tokens
+        if step % RECORD_EVERY:
+            return
+        rate = self._window_tokens / (time.perf_counter() - self._window_start)
+        self._bar.set_postfix_str(f"loss {loss:.3f} lr {lr:.2e} {rate:,.0f} tok/s {left}")
+        record = {
+            "step": step,
+            "loss": round(loss, 4),
+            "lr": lr,
+            "tokens_per_s": round(rate),
+            "epoch": epoch,
+            "minutes": round(minutes, 3),
+        }
+        self._metrics.write(json.dumps(record) + "\n")
+        self._window_tokens, self._window_start = 0, time.perf_counter()
+
+    def validation(self, step: int, minutes: float, epoch: int, result: dict[str, float]) -> None:
+        """One validation's figures: a log line and a metrics record."""
+        self.line(f"step {step} ({minutes:.1f} min, epoch {epoch}): {describe(result)}")
+        self._metrics.write(json.dumps({"step": step, "minutes": round(minutes, 3), **result}) + "\n")
+
+
+def describe(result: dict[str, float]) -> str:
+    """A validation result as text: dev loss and perplexity, BLEU and chrF when decoded."""
+    text = f"dev loss {result['dev_loss']:.3f} ppl {result['dev_ppl']:.1f}"
+    if "dev_bleu" in result:
+        text += f" BLEU {result['dev_bleu']:.2f} chrF {result['dev_chrf']:.2f}"
+    return text
