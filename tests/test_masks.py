@@ -3,8 +3,7 @@
 import torch
 
 from seq2seq.masks import causal_mask, decoder_self_mask, padding_mask
-
-PAD = 0
+from seq2seq.tokenizer import PAD
 
 
 def test_padding_mask_shape_and_values():

@@ -4,12 +4,11 @@ two attention paths, embedding tying, cached decoding and a toy overfit."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import random_batch
+from conftest import END, PAD, START, random_batch
 
 from seq2seq.layers import DecoderCache, MultiHeadAttention
 from seq2seq.masks import padding_mask
 
-PAD, START, END = 0, 2, 3  # the special ids of conftest.build_tiny_model
 ATOL = 1e-5
 
 

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import END, PAD, START, UNK
 from torch import Tensor, nn
 
 from seq2seq.layers import DecoderCache
 from seq2seq.search import beam_search, greedy_search, length_limits
 
-PAD, UNK, START, END = 0, 1, 2, 3
 A, B, C = 4, 5, 6  # the scripted decoder's vocabulary: 7 ids
 SCRIPT_VOCAB = 7
 
