@@ -157,7 +157,7 @@ class Trainer:
         tok = self.data.tokenizer
         self.model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD).to(self.device)
         # bf16: forward and backward run on a bf16 copy; the optimizer and checkpoints keep self.model in float32.
-        self.weights = MasterWeights(self.model, bf16=self.precision == "bf16")  # bf16 weights, float32 master
+        self.weights = MasterWeights(self.model, bf16=self.precision == "bf16")
         if self.tc.compile:  # the teacher-forced pass only: loss, search and checkpoints stay as they are
             self.weights.work.states = torch.compile(self.weights.work.states, dynamic=True)
         self.optimizer = adamw(self.model.parameters(), self.tc)
