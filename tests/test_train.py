@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -284,7 +283,12 @@ def test_a_stop_signal_saves_last_checkpoint_and_exits_130(tmp_path, toy_cache, 
                     break
             else:
                 pytest.fail(f"training never started: {proc.stderr.read()}")
-            time.sleep(1.0)  # some steps into the loop
+            progress = ""
+            while "1step" not in progress:  # the bar (stderr) shows a finished step: the loop is running
+                char = proc.stderr.read(1)
+                if not char:
+                    pytest.fail(f"training ended before its first step: {progress}")
+                progress += char
             proc.send_signal(stop)
             out, err = proc.communicate(timeout=60)
         finally:
