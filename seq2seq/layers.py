@@ -314,6 +314,9 @@ class DecoderLayer(nn.Module):
         else:
             cross_k, cross_v = self.cross_attn.keys_values(memory)
             if cache is not None:
+                # Stored contiguous: as views into the fused K/V projection, every later step's
+                # attention matmuls would first copy them into a layout they can batch over.
+                cross_k, cross_v = cross_k.contiguous(), cross_v.contiguous()
                 cache.cross_kv.append((cross_k, cross_v))
         h = self.cross_res.inner(x)
         x = self.cross_res.add(x, self.cross_attn(h, cross_k, cross_v, src_mask))
