@@ -10,10 +10,14 @@ Three measurements, printed as a table and written as JSON (``--out``):
     alternate in one process, ``--repeats`` times; the ratio is the median of the
     per-repeat uncached/cached ratios (neighbouring measurements share the
     machine's load), and both token sequences are checked to agree.
-(b) sentences/s on the test split (``--sentences``, 0 = all) through
-    ``Translator.translate`` (length-sorted batches) for greedy and beam 5, in
-    float32 and with bf16 autocast where the hardware does bf16 natively
-    (``--force-bf16`` measures it anyway), each with its test BLEU and chrF.
+(b) the engines side by side on the test split (``--sentences``, 0 = all), greedy and beam 5:
+    our decoder in float32 and bf16 (bf16 where the hardware does it natively; ``--force-bf16``
+    measures it anyway) and the model exported to CTranslate2 in float32, int8 and
+    int8_bfloat16 (exported into a temporary directory). One process, the same sentences;
+    every repeat runs all rows, rotating which goes first. Per row: sentences/s (median
+    repeat), BLEU and chrF, how many outputs differ from our float32 at the same beam, and
+    the p50 latency of one sentence translated alone (``--latency-sentences`` sentences,
+    the rows alternating sentence by sentence).
 (c) the wall time of the one-shot command ``seq2seq translate "今天天气很好。"``,
     model loading included.
 
@@ -26,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,12 +41,14 @@ from machine import machine_info
 from torch import Tensor
 
 from seq2seq.corpus import read_lines
+from seq2seq.ct2 import export_ctranslate2
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
+from seq2seq.inference import load_translator
 from seq2seq.layers import DecoderCache
 from seq2seq.masks import padding_mask
 from seq2seq.model import Transformer
-from seq2seq.precision import autocast, use_bf16
+from seq2seq.precision import use_bf16
 from seq2seq.search import pad_batch
 from seq2seq.tokenizer import BOS, PAD
 from seq2seq.train import resolve_device
@@ -118,38 +125,78 @@ def bench_cache(
     }
 
 
-def bench_translate(
-    translator: Translator,
+ENGINE_ROWS = ("ours-float32", "ours-bf16", "ct2-float32", "ct2-int8", "ct2-int8_bfloat16")
+
+
+def make_translators(run_dir: Path, device: torch.device, rows: list[str], workdir: Path) -> dict[str, Translator]:
+    """One translator per row name (``ours-PRECISION`` or ``ct2-QUANTIZATION``)."""
+    translators: dict[str, Translator] = {}
+    for name in rows:
+        engine, kind = name.split("-", 1)
+        if engine == "ours":
+            translators[name] = load_translator(run_dir, device, precision=kind)
+        else:
+            out = export_ctranslate2(run_dir, workdir / kind, kind)
+            translators[name] = load_translator(out, device, engine="ctranslate2")
+    return translators
+
+
+def _p50_ms(seconds: list[float]) -> float:
+    return 1000 * statistics.median(seconds)
+
+
+def bench_engines(
+    translators: dict[str, Translator],
     sources: list[str],
     references: list[str],
     beams: list[int],
-    precisions: list[str],
     repeats: int,
+    latency_sentences: int,
 ) -> list[dict[str, Any]]:
-    """(b): sentences/s and test BLEU/chrF for every (precision, beam)."""
-    rows = []
-    device = translator.device
-    for precision in precisions:
+    """(b): every row on the same sentences, alternating; sentences/s, BLEU, outputs changed, latency."""
+    names = list(translators)
+    device = next(iter(translators.values())).device
+    seconds: dict[tuple[str, int], list[float]] = {(name, beam): [] for name in names for beam in beams}
+    outputs: dict[tuple[str, int], list[str]] = {}
+    for repeat in range(repeats):
         for beam in beams:
-            seconds, hyps = [], []
-            for _ in range(repeats):
-                with autocast(device, precision == "bf16"):
-                    elapsed, results = _timed(lambda b=beam: translator.translate(sources, b), device)
-                seconds.append(elapsed)
-                hyps = [r.best.text for r in results]
+            shift = repeat % len(names)
+            for name in names[shift:] + names[:shift]:  # rotate who goes first
+                elapsed, results = _timed(lambda n=name, b=beam: translators[n].translate(sources, b), device)
+                seconds[name, beam].append(elapsed)
+                outputs[name, beam] = [r.best.text for r in results]
+    latency: dict[tuple[str, int], list[float]] = {key: [] for key in seconds}
+    for beam in beams:
+        for index, sentence in enumerate(sources[:latency_sentences]):
+            shift = index % len(names)
+            for name in names[shift:] + names[:shift]:
+                elapsed, _ = _timed(lambda n=name, b=beam, s=sentence: translators[n].translate([s], b), device)
+                latency[name, beam].append(elapsed)
+    rows = []
+    for beam in beams:
+        base = outputs.get(("ours-float32", beam))
+        base_median = statistics.median(seconds["ours-float32", beam]) if base else None
+        for name in names:
+            translator, hyps = translators[name], outputs[name, beam]
             scores = score(hyps, references)
-            median = statistics.median(seconds)
-            rows.append(
-                {
-                    "precision": precision,
-                    "beam": beam,
-                    "sentences": len(sources),
-                    "seconds": _stats(seconds),
-                    "sentences_per_s": len(sources) / median,
-                    "bleu": scores.bleu,
-                    "chrf": scores.chrf,
-                }
-            )
+            median = statistics.median(seconds[name, beam])
+            row = {
+                "engine": "torch" if name.startswith("ours") else "ctranslate2",
+                "precision": name.split("-", 1)[1],
+                "compute_type": getattr(translator, "compute_type", translator.precision),
+                "beam": beam,
+                "sentences": len(sources),
+                "seconds": _stats(seconds[name, beam]),
+                "sentences_per_s": len(sources) / median,
+                "bleu": scores.bleu,
+                "chrf": scores.chrf,
+                "latency_p50_ms": _p50_ms(latency[name, beam]) if latency[name, beam] else None,
+                "latency_sentences": len(latency[name, beam]),
+            }
+            if base is not None:
+                row["differs_from_ours_float32"] = sum(a != b for a, b in zip(hyps, base, strict=True))
+                row["speedup_vs_ours_float32"] = base_median / median
+            rows.append(row)
     return rows
 
 
@@ -185,11 +232,17 @@ def print_report(report: dict[str, Any]) -> None:
     rows = report["translate"]
     if rows:
         print(f"\n(b) test split, {rows[0]['sentences']} sentences, median of {report['repeats_translate']} repeats")
-        print(f"{'precision':10}{'beam':>5}{'sent/s':>9}{'median s':>10}{'BLEU':>7}{'chrF':>7}")
+        print(
+            f"{'engine':12}{'precision':15}{'compute':14}{'beam':>5}{'sent/s':>9}{'x f32':>7}{'BLEU':>7}{'chrF':>7}"
+            f"{'differ':>7}{'p50 ms':>8}"
+        )
         for r in rows:
+            speedup = f"{r['speedup_vs_ours_float32']:7.2f}" if "speedup_vs_ours_float32" in r else f"{'':7}"
+            differ = f"{r['differs_from_ours_float32']:7d}" if "differs_from_ours_float32" in r else f"{'':7}"
+            latency = f"{r['latency_p50_ms']:8.1f}" if r["latency_p50_ms"] is not None else f"{'':8}"
             print(
-                f"{r['precision']:10}{r['beam']:5}{r['sentences_per_s']:9.1f}{r['seconds']['median']:10.2f}"
-                f"{r['bleu']:7.2f}{r['chrf']:7.2f}"
+                f"{r['engine']:12}{r['precision']:15}{r['compute_type']:14}{r['beam']:5}{r['sentences_per_s']:9.1f}"
+                f"{speedup}{r['bleu']:7.2f}{r['chrf']:7.2f}{differ}{latency}"
             )
     for note in report["notes"]:
         print(f"note: {note}")
@@ -215,14 +268,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = all available cores")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--force-bf16", action="store_true", help="measure bf16 even where it is not native")
+    parser.add_argument("--rows", nargs="+", default=list(ENGINE_ROWS), choices=ENGINE_ROWS, help="engine rows of (b)")
+    parser.add_argument(
+        "--latency-sentences", type=int, default=100, help="sentences translated one by one for the p50 latency"
+    )
     parser.add_argument("--skip-cli", action="store_true", help="leave out (c)")
     parser.add_argument("--out", type=Path, default=Path("docs/bench_decode.json"), help="JSON report")
     args = parser.parse_args(argv)
     for name in ("repeats", "repeats_translate", "repeats_cli", "batch", "steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.sentences < 0 or args.threads < 0 or min(args.beams) < 1:
-        parser.error("--sentences and --threads must be >= 0, --beams >= 1")
+    if args.sentences < 0 or args.threads < 0 or args.latency_sentences < 0 or min(args.beams) < 1:
+        parser.error("--sentences, --threads and --latency-sentences must be >= 0, --beams >= 1")
     try:
         report = run(args)
     except UserError as err:
@@ -243,7 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     run_dir = Path(args.model)
     model, tokenizer, cfg = load_model(run_dir, device)
     run_dir = run_dir if run_dir.is_dir() else run_dir.parent
-    translator = Translator(model, tokenizer, cfg.decode, device)
+    translator = Translator(model, tokenizer, cfg.decode, device)  # (a) encodes with it
     test_src = read_lines(run_dir / "test.src", "test.src")
     test_tgt = read_lines(run_dir / "test.tgt", "test.tgt")
     if len(test_src) != len(test_tgt):
@@ -256,12 +313,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cache = bench_cache(model, batch, args.steps, args.repeats, device)
 
     n = args.sentences or len(test_src)
-    precisions = ["float32"]
-    if use_bf16("auto", device) or args.force_bf16:
-        precisions.append("bf16")
-    else:
+    rows = list(args.rows)
+    if "ours-bf16" in rows and not (use_bf16("auto", device) or args.force_bf16):
+        rows.remove("ours-bf16")
         notes.append(f"bf16 skipped: {device} has no native bf16 (--force-bf16 measures it anyway)")
-    rows = bench_translate(translator, test_src[:n], test_tgt[:n], args.beams, precisions, args.repeats_translate)
+    with tempfile.TemporaryDirectory() as workdir:
+        translators = make_translators(run_dir, device, rows, Path(workdir))
+        engine_rows = bench_engines(
+            translators, test_src[:n], test_tgt[:n], args.beams, args.repeats_translate, args.latency_sentences
+        )
+    for name, translator in translators.items():
+        kind = name.split("-", 1)[1]
+        if name.startswith("ct2") and translator.compute_type not in (kind, f"{kind}_float32"):
+            notes.append(f"{name} ran as {translator.compute_type}: this CPU has no faster type for it in CTranslate2")
 
     report: dict[str, Any] = {
         "model": str(run_dir),
@@ -269,7 +333,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine_info(device),
         "cache": cache,
         "repeats_translate": args.repeats_translate,
-        "translate": rows,
+        "translate": engine_rows,
         "notes": notes,
     }
     if not args.skip_cli:

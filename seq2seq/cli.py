@@ -1,4 +1,4 @@
-"""The ``seq2seq`` command: train, prepare, translate, evaluate. Wiring only."""
+"""The ``seq2seq`` command: train, prepare, translate, evaluate, export. Wiring only."""
 
 import argparse
 import dataclasses
@@ -13,11 +13,13 @@ from seq2seq.attention_map import cross_attention, save_heatmap
 from seq2seq.batching import BucketSampler, padding_fraction
 from seq2seq.config import DEFAULT_CONFIG, load_config
 from seq2seq.corpus import read_lines
+from seq2seq.ct2 import QUANTIZATIONS, require_exported
 from seq2seq.dataset import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
+from seq2seq.inference import ENGINES, PRECISIONS, load_translator
 from seq2seq.train import Trainer, resolve_device
-from seq2seq.translate import Translation, Translator, load_model, resolve_checkpoint
+from seq2seq.translate import Translation, Translator, resolve_checkpoint
 
 
 def _default_run_dir() -> str:
@@ -67,15 +69,22 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
     return sys.stdin.read().splitlines()
 
 
+def _load_translator(args: argparse.Namespace, model_path: str | Path) -> Translator:
+    """The translator of ``--engine`` in ``--precision`` (CTranslate2 runs on the CPU: ``auto`` means cpu)."""
+    cpu_engine = args.engine == "ctranslate2" and args.device == "auto"
+    device = resolve_device("cpu" if cpu_engine else args.device)
+    return load_translator(model_path, device, args.set, args.precision, args.engine)
+
+
 def cmd_translate(args: argparse.Namespace) -> None:
-    device = resolve_device(args.device)
-    model, tokenizer, cfg = load_model(args.model or _default_run_dir(), device, args.set)
-    decode = (
-        cfg.decode if args.max_len is None else dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=args.max_len)
-    )
-    translator = Translator(model, tokenizer, decode, device)
+    if args.attention and args.engine != "torch":
+        raise UserError("--attention needs our own decoder (--engine torch)")
+    translator = _load_translator(args, args.model or _default_run_dir())
+    if args.max_len is not None:
+        translator.decode = dataclasses.replace(translator.decode, max_len_a=0.0, max_len_b=args.max_len)
+    decode = translator.decode
     sentences = _read_inputs(args)
-    beam = args.beam or cfg.decode.beam
+    beam = args.beam or decode.beam
     nbest = min(args.nbest, beam)
     chunk = decode.batch_sentences * 8
     results = []
@@ -127,8 +136,8 @@ def _save_attention(args: argparse.Namespace, translator: Translator, result: Tr
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     run_dir = Path(args.model or _default_run_dir())
-    if not args.hyp:
-        resolve_checkpoint(run_dir)  # no model: say "train first" before anything else
+    if not args.hyp:  # no model: say how to make one before anything else
+        resolve_checkpoint(run_dir) if args.engine == "torch" else require_exported(run_dir)
     run_dir = run_dir if run_dir.is_dir() else run_dir.parent
     src_path = Path(args.src) if args.src else run_dir / "test.src"
     ref_path = Path(args.ref) if args.ref else run_dir / "test.tgt"
@@ -137,13 +146,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.hyp:
         hypotheses = read_lines(args.hyp, "--hyp")
     else:
-        device = resolve_device(args.device)
-        model, tokenizer, cfg = load_model(args.model or run_dir, device, args.set)
-        translator = Translator(model, tokenizer, cfg.decode, device)
+        translator = _load_translator(args, args.model or run_dir)
         sources = read_lines(src_path, "--src")
         if len(sources) != len(references):
             raise UserError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
-        hypotheses = [r.best.text for r in translator.translate(sources, args.beam or cfg.decode.beam)]
+        hypotheses = [r.best.text for r in translator.translate(sources, args.beam or translator.decode.beam)]
     seconds = time.perf_counter() - start
     scores = score(hypotheses, references)
     show_bleu, show_chrf = (args.bleu, args.chrf) if (args.bleu or args.chrf) else (True, True)
@@ -164,6 +171,29 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if show_chrf:
         print(f"chrF = {scores.chrf:.2f}  ({scores.chrf_signature})")
     print(f"{len(hypotheses)} sentences in {seconds:.1f}s ({len(hypotheses) / max(seconds, 1e-9):.1f} sentences/s)")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from seq2seq.ct2 import export_ctranslate2
+
+    out = export_ctranslate2(args.model, args.out, args.quantization)
+    print(f"exported {args.model} to {out} ({args.quantization})")
+    print(f'try: seq2seq translate --engine ctranslate2 --model {out} "今天天气很好"')
+
+
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="torch",
+        help="torch: our decoder on a run directory; ctranslate2: a directory from `seq2seq export`",
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="decoding precision; auto: bf16 where the CPU/GPU computes it natively, else float32",
+    )
 
 
 def _add_decode_set(p: argparse.ArgumentParser) -> None:
@@ -207,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations with scores")
     p.add_argument("--max-len", type=int, help="maximum output length in tokens")
     p.add_argument("--device", default="auto")
+    _add_engine(p)
     _add_decode_set(p)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--attention", metavar="FILE.png", help="save the cross-attention map of the first sentence")
@@ -223,9 +254,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chrf", action="store_true", help="report chrF (default: BLEU and chrF)")
     p.add_argument("--beam", type=int, help="beam size (default from the model's config)")
     p.add_argument("--device", default="auto")
+    _add_engine(p)
     _add_decode_set(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("export", help="convert a trained model for another inference engine (CTranslate2)")
+    p.add_argument("model", help="run directory or checkpoint file")
+    p.add_argument("--to", choices=["ctranslate2"], default="ctranslate2", help="target format")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default="float32",
+        help="weight type stored (int8 variants: int8 matmuls; the suffix is the type of everything else)",
+    )
+    p.set_defaults(func=cmd_export)
     return parser
 
 

@@ -264,11 +264,16 @@ class DecoderCache:
     def reorder(self, index: Tensor) -> None:
         """Reorder the self-attention cache rows (beam search keeps beams (index)).
 
-        ``index`` (B*N,) must map each row to a row of the same sentence: the
+        ``index`` (B'*N,) must map each row to a row of the same sentence: the
         cross-attention keys/values are equal across a sentence's beams, so they
-        are shared and need no copy.
+        are shared and need no copy. Rows of sentences that are done may be left out
+        (B' < B); ``keep_cross_rows`` then drops them from the cross-attention too.
         """
         self.self_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.self_kv]
+
+    def keep_cross_rows(self, index: Tensor) -> None:
+        """Keep only the cross-attention rows ``index`` (sentences that are done leave the batch)."""
+        self.cross_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.cross_kv]
 
 
 class DecoderLayer(nn.Module):
@@ -309,6 +314,9 @@ class DecoderLayer(nn.Module):
         else:
             cross_k, cross_v = self.cross_attn.keys_values(memory)
             if cache is not None:
+                # Stored contiguous: as views into the fused K/V projection, every later step's
+                # attention matmuls would first copy them into a layout they can batch over.
+                cross_k, cross_v = cross_k.contiguous(), cross_v.contiguous()
                 cache.cross_kv.append((cross_k, cross_v))
         h = self.cross_res.inner(x)
         x = self.cross_res.add(x, self.cross_attn(h, cross_k, cross_v, src_mask))

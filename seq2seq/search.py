@@ -52,34 +52,40 @@ def _step_log_probs(
 def greedy_search(
     model: nn.Module, src: Tensor, max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True
 ) -> list[Hypothesis]:
-    """Most probable token at every step, for a batch of sources (B, S)."""
+    """Most probable token at every step, for a batch of sources (B, S).
+
+    A sentence leaves the batch when it is done: its rows of the encoder output, masks and
+    cache are dropped, so later steps compute only the sentences still being decoded.
+    """
     src_mask = padding_mask(src, PAD)
     memory = model.encode(src, src_mask)
     limits = length_limits(src, max_len_a, max_len_b, model.cfg.max_positions).tolist()
     b = src.size(0)
     tokens = torch.full((b, 1), BOS, dtype=torch.long, device=src.device)
     cache = DecoderCache() if use_cache else None
-    done = [False] * b
     outputs: list[list[int]] = [[] for _ in range(b)]
     scores = [0.0] * b
+    live = list(range(b))  # the sentence of each batch row
     for step in range(max(limits)):
-        log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)
-        best_score, best = log_probs.max(dim=-1)
-        for i, (token, score) in enumerate(zip(best.tolist(), best_score.tolist(), strict=True)):
-            if done[i]:
-                continue
+        log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)  # (L, V)
+        best_score, best = log_probs.max(dim=-1)  # (L,)
+        still = []  # batch rows that go on
+        for row, (i, token, score) in enumerate(zip(live, best.tolist(), best_score.tolist(), strict=True)):
             scores[i] += score
-            if token == EOS:
-                done[i] = True
-            else:
+            if token != EOS:
                 outputs[i].append(token)
-                done[i] = step + 1 >= limits[i]
-        if all(done):
+                if step + 1 < limits[i]:
+                    still.append(row)
+        if not still:
             break
-        next_tokens = torch.tensor(
-            [PAD if d else t for d, t in zip(done, best.tolist(), strict=True)], device=src.device
-        )
-        tokens = torch.cat([tokens, next_tokens[:, None]], dim=1)  # (B, t+1)
+        tokens = torch.cat([tokens, best[:, None]], dim=1)  # (L, t+1)
+        if len(still) < len(live):
+            rows = torch.tensor(still, device=src.device)
+            tokens, memory, src_mask = tokens[rows], memory[rows], src_mask[rows]
+            if cache is not None:
+                cache.reorder(rows)
+                cache.keep_cross_rows(rows)
+            live = [live[row] for row in still]
     return [Hypothesis(out, score) for out, score in zip(outputs, scores, strict=True)]
 
 
@@ -116,68 +122,77 @@ def beam_search(
     hypotheses (or reaches its length limit, which finishes the live beams).
     The encoder output and the cross-attention keys/values are computed once and
     shared by a sentence's beams; only the self-attention cache is reordered.
+
+    The choice of candidates runs on tensors for the whole batch; Python sees only the
+    hypotheses that finish. A done sentence leaves the batch (its rows of the encoder
+    output, masks and cache are dropped), so later steps compute only live sentences.
     """
-    n, b = beam, src.size(0)
+    n, b, device = beam, src.size(0), src.device
     src_mask = padding_mask(src, PAD)
     memory = model.encode(src, src_mask).repeat_interleave(n, dim=0)  # (B*N, S, D)
     src_mask = src_mask.repeat_interleave(n, dim=0)  # (B*N, 1, 1, S)
-    limits = length_limits(src, max_len_a, max_len_b, model.cfg.max_positions).tolist()
-    tokens = torch.full((b * n, 1), BOS, dtype=torch.long, device=src.device)
-    beam_scores = torch.zeros(b, n, device=src.device)
+    limit_of = length_limits(src, max_len_a, max_len_b, model.cfg.max_positions).tolist()
+    tokens = torch.full((b * n, 1), BOS, dtype=torch.long, device=device)
+    beam_scores = torch.zeros(b, n, device=device)
     beam_scores[:, 1:] = float("-inf")  # all beams start equal: expand only the first
     cache = DecoderCache() if use_cache else None
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
-    done = [False] * b
-    for step in range(max(limits)):
-        log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)  # (B*N, V)
+    live = list(range(b))  # the sentence of each group of N batch rows
+    rank = torch.arange(2 * n, device=device)  # (2N,)
+    for step in range(max(limit_of)):
+        log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)  # (L*N, V)
         vocab = log_probs.size(-1)
         if no_repeat_ngram > 0:
             for row, prefix in enumerate(tokens[:, 1:].tolist()):
                 banned = _banned_tokens(prefix, no_repeat_ngram)
                 if banned:
                     log_probs[row, list(banned)] = float("-inf")
-        candidates = (beam_scores.view(-1, 1) + log_probs).view(b, n * vocab)  # (B, N*V)
-        top_scores, top_index = candidates.topk(2 * n, dim=1)  # (B, 2N)
-        rows, next_tokens, next_scores = [], [], []
-        prefixes = tokens[:, 1:].tolist()
-        for i, (scores_i, index_i) in enumerate(zip(top_scores.tolist(), top_index.tolist(), strict=True)):
-            keep: list[tuple[int, int, float]] = []
-            if not done[i]:
-                for rank, (score, flat) in enumerate(zip(scores_i, index_i, strict=True)):
-                    row, token = i * n + flat // vocab, flat % vocab
-                    if score == float("-inf"):
-                        break
-                    if token == EOS:
-                        if rank < n:
-                            length = step + 1
-                            finished[i].append(
-                                Hypothesis(prefixes[row], score / _length_penalty(length, length_penalty))
-                            )
-                    else:
-                        keep.append((row, token, score))
-                    if len(keep) == n:
-                        break
-                if step + 1 >= limits[i]:  # out of room: the live beams end here
-                    finished[i].extend(
-                        Hypothesis(prefixes[r] + [t], s / _length_penalty(step + 1, length_penalty)) for r, t, s in keep
-                    )
-                done[i] = len(finished[i]) >= n or step + 1 >= limits[i] or not keep
-            if done[i]:
-                keep = []
-            keep += [(i * n, PAD, float("-inf"))] * (n - len(keep))  # filler rows for done sentences
-            for row, token, score in keep:
-                rows.append(row)
-                next_tokens.append(token)
-                next_scores.append(score)
-        if all(done):
+        candidates = (beam_scores.view(-1, 1) + log_probs).view(len(live), n * vocab)  # (L, N*V)
+        top_scores, top_index = candidates.topk(2 * n, dim=1)  # (L, 2N), best first
+        top_tokens = top_index % vocab
+        top_rows = top_index // vocab + torch.arange(len(live), device=device)[:, None] * n  # batch row extended
+        real = top_scores > float("-inf")
+        is_end = top_tokens == EOS
+        ends = is_end & real & (rank < n)  # (L, 2N): hypotheses finishing at this step
+        extend = ~is_end & real
+        keep = extend & (extend.cumsum(dim=1) <= n)  # (L, 2N): the best N others live on
+        penalty = _length_penalty(step + 1, length_penalty)
+        if ends.any():
+            where = ends.nonzero().tolist()  # (sentence, rank) pairs in rank order
+            prefixes = tokens[top_rows[ends], 1:].tolist()
+            for (group, _), prefix, score in zip(where, prefixes, top_scores[ends].tolist(), strict=True):
+                finished[live[group]].append(Hypothesis(prefix, score / penalty))
+        at_limit = [group for group, i in enumerate(live) if step + 1 >= limit_of[i]]
+        for group in at_limit:  # out of room: the live beams end here
+            mask = keep[group]
+            prefixes = tokens[top_rows[group][mask], 1:].tolist()
+            for prefix, token, score in zip(
+                prefixes, top_tokens[group][mask].tolist(), top_scores[group][mask].tolist(), strict=True
+            ):
+                finished[live[group]].append(Hypothesis(prefix + [token], score / penalty))
+        kept = keep.sum(dim=1).tolist()
+        still = [
+            group for group, i in enumerate(live) if len(finished[i]) < n and step + 1 < limit_of[i] and kept[group] > 0
+        ]
+        if not still:
             break
-        order = torch.tensor(rows, device=src.device)
+        # The N kept candidates of each remaining sentence, in rank order; a sentence with fewer
+        # real candidates fills its slots with copies of its first row at -inf (never chosen).
+        groups = torch.tensor(still, device=device)
+        slots = torch.where(keep, rank, rank + 2 * n).argsort(dim=1)[groups, :n]  # (L', N)
+        valid = keep[groups].gather(1, slots)
+        rows = torch.where(valid, top_rows[groups].gather(1, slots), groups[:, None] * n).view(-1)  # (L'*N,)
+        next_tokens = torch.where(valid, top_tokens[groups].gather(1, slots), PAD).view(-1, 1)
+        beam_scores = torch.where(valid, top_scores[groups].gather(1, slots), float("-inf"))  # (L', N)
+        tokens = torch.cat([tokens.index_select(0, rows), next_tokens], dim=1)  # (L'*N, t+1)
         if cache is not None:
-            cache.reorder(order)
-        tokens = torch.cat(
-            [tokens.index_select(0, order), torch.tensor(next_tokens, device=src.device)[:, None]], dim=1
-        )
-        beam_scores = torch.tensor(next_scores, device=src.device).view(b, n)
+            cache.reorder(rows)
+        if len(still) < len(live):
+            group_rows = (groups[:, None] * n + torch.arange(n, device=device)).view(-1)  # (L'*N,)
+            memory, src_mask = memory.index_select(0, group_rows), src_mask.index_select(0, group_rows)
+            if cache is not None:
+                cache.keep_cross_rows(group_rows)
+            live = [live[group] for group in still]
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]
 
 

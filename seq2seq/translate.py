@@ -1,5 +1,6 @@
 """Translating text with a trained run: load, normalize, batch by length, search, detokenize."""
 
+import copy
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from seq2seq.config import DEFAULT_CONFIG, Config, DecodeConfig, config_from_dic
 from seq2seq.corpus import normalize
 from seq2seq.errors import UserError
 from seq2seq.model import Transformer
-from seq2seq.search import search_ids
+from seq2seq.search import Hypothesis, search_ids
 from seq2seq.tokenizer import EOS, PAD, Tokenizer
 
 
@@ -78,27 +79,48 @@ class Translation:
 
 
 class Translator:
-    """A loaded model with its tokenizer and decoding settings."""
+    """A loaded model with its tokenizer and decoding settings.
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, decode: DecodeConfig, device: torch.device) -> None:
+    ``precision`` is the decoding precision (``float32`` or ``bf16``, see ``seq2seq.inference``):
+    ``bf16`` decodes with a bf16 copy of the model's weights. Subclasses running another engine override ``search``
+    (``model`` is then None and ``max_positions`` says how long an input may be).
+    """
+
+    def __init__(
+        self,
+        model: Transformer | None,
+        tokenizer: Tokenizer,
+        decode: DecodeConfig,
+        device: torch.device,
+        precision: str = "float32",
+        max_positions: int | None = None,
+    ) -> None:
         self.model, self.tokenizer, self.decode, self.device = model, tokenizer, decode, device
+        self.precision = precision
+        self.max_positions = max_positions if model is None else model.cfg.max_positions
+        # A bf16 copy of the weights rather than autocast: autocast would cast every weight again at
+        # every decoding step.
+        bf16 = model is not None and precision == "bf16"
+        self._search_model = copy.deepcopy(model).to(torch.bfloat16) if bf16 else model
 
     def encode(self, text: str) -> list[int]:
         """Normalized source ids ``x… <end>``, truncated (with a warning) to what the model can read."""
         ids = self.tokenizer.encode_src(normalize(text))
-        limit = self.model.cfg.max_positions
+        limit = self.max_positions
         if len(ids) > limit:
             print(f"warning: input of {len(ids)} tokens truncated to {limit}: {text[:40]}…", file=sys.stderr)
             ids = ids[: limit - 1] + [EOS]
         return ids
 
+    def search(self, sources: list[list[int]], beam: int, nbest: int) -> list[list[Hypothesis]]:
+        """Hypotheses for id sequences (input order), best first."""
+        return search_ids(self._search_model, sources, self.decode, self.device, beam, nbest)
+
     def translate(self, sentences: list[str], beam: int | None = None, nbest: int = 1) -> list[Translation]:
         """Translate sentences (order kept); empty lines give empty translations."""
         beam = self.decode.beam if beam is None else beam
         todo = [i for i, s in enumerate(sentences) if normalize(s)]
-        found = search_ids(
-            self.model, [self.encode(sentences[i]) for i in todo], self.decode, self.device, beam, max(nbest, 1)
-        )
+        found = self.search([self.encode(sentences[i]) for i in todo], beam, max(nbest, 1))
         results = [Translation(s, [Output("", 0.0, [], [])]) for s in sentences]
         tok = self.tokenizer
         for i, hyps in zip(todo, found, strict=True):

@@ -49,15 +49,20 @@ def test_bench_train_reports_every_row(tmp_path, toy_cache):
 
 def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
     out = tmp_path / "decode.json"
-    sizes = "--sentences 10 --repeats 1 --repeats-translate 1 --batch 8 --steps 5 --threads 1".split()
+    sizes = "--sentences 10 --repeats 1 --repeats-translate 1 --batch 8 --steps 5 --threads 1 --latency-sentences 3"
+    sizes = [*sizes.split(), "--rows", "ours-float32", "ours-bf16", "ct2-int8", "--force-bf16"]
     done = _run("scripts/bench_decode.py", "--model", str(toy_run), *sizes, "--skip-cli", "--out", str(out))
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     assert report["cache"]["same_tokens"] and report["cache"]["ratio_median"] > 0  # cached == uncached output
-    settings = {(row["precision"], row["beam"]) for row in report["translate"]}
-    assert {("float32", 1), ("float32", 5)} <= settings
+    settings = {(row["engine"], row["precision"], row["beam"]) for row in report["translate"]}
+    assert {("torch", "float32", 1), ("torch", "float32", 5), ("ctranslate2", "int8", 5)} <= settings
     for row in report["translate"]:
         assert row["sentences"] == 10 and row["sentences_per_s"] > 0 and 0 <= row["bleu"] <= 100
+        assert row["latency_sentences"] == 3 and row["latency_p50_ms"] > 0
+        assert 0 <= row["differs_from_ours_float32"] <= 10
+    ours = [row for row in report["translate"] if row["engine"] == "torch" and row["precision"] == "float32"]
+    assert all(row["differs_from_ours_float32"] == 0 and row["speedup_vs_ours_float32"] == 1 for row in ours)
 
 
 def test_profile_step_splits_the_time_of_every_precision(tmp_path, toy_cache):

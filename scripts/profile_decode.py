@@ -1,0 +1,120 @@
+"""Where a decode of the test split spends its time: the model's own work against the search around it.
+
+The model is wrapped in a proxy that times its ``encode``, ``decode`` and ``logits`` calls
+(the network itself); everything else in ``Translator.search`` — choosing candidates,
+bookkeeping in Python, reordering and shrinking the cache, building the next step's
+inputs — is the search's overhead. cProfile then names the functions that overhead is
+spent in (a second pass: cProfile slows Python code, so read its figures as shares).
+
+    python scripts/profile_decode.py --model runs/zh-en --beam 5 --precision float32
+"""
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from seq2seq.corpus import read_lines
+from seq2seq.inference import PRECISIONS, load_translator
+from seq2seq.layers import DecoderCache
+
+
+class TimedModel(nn.Module):
+    """A model proxy adding the wall time of every encode/decode/logits call to ``seconds``."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner, self.cfg = inner, inner.cfg
+        self.seconds = {"encode": 0.0, "decode": 0.0, "logits": 0.0}
+        self.calls = {"decode": 0}
+
+    def _timed(self, name: str, *args: Any) -> Tensor:
+        start = time.perf_counter()
+        out = getattr(self.inner, name)(*args)
+        self.seconds[name] += time.perf_counter() - start
+        return out
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        return self._timed("encode", src, src_mask)
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
+        self.calls["decode"] += 1
+        return self._timed("decode", tgt, memory, src_mask, cache)
+
+    def logits(self, states: Tensor) -> Tensor:
+        return self._timed("logits", states)
+
+
+def profile(args: argparse.Namespace) -> dict[str, Any]:
+    """One decode of the split under the timing proxy, one under cProfile -> the report dict."""
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    translator = load_translator(args.model, torch.device("cpu"), precision=args.precision)
+    run_dir = Path(args.model) if Path(args.model).is_dir() else Path(args.model).parent
+    sentences = read_lines(run_dir / f"{args.split}.src", args.split)[: args.sentences or None]
+    sources = [translator.encode(s) for s in sentences]
+    translator.search(sources[:8], args.beam, 1)  # warm-up: first-call allocations
+    timed = TimedModel(translator._search_model)
+    translator._search_model = timed
+    start = time.perf_counter()
+    translator.search(sources, args.beam, 1)
+    total = time.perf_counter() - start
+    model_seconds, decoder_calls = dict(timed.seconds), timed.calls["decode"]
+    model = sum(model_seconds.values())
+    # A second pass under cProfile names the functions (cProfile slows Python code, so its
+    # seconds are read as shares; the split above comes from the pass without it).
+    profiler = cProfile.Profile()
+    profiler.enable()
+    translator.search(sources, args.beam, 1)
+    profiler.disable()
+    stream = io.StringIO()
+    pstats.Stats(profiler, stream=stream).sort_stats("tottime").print_stats(args.top)
+    return {
+        "model_dir": str(args.model),
+        "precision": translator.precision,
+        "beam": args.beam,
+        "sentences": len(sources),
+        "threads": torch.get_num_threads(),
+        "seconds": total,
+        "model_seconds": model_seconds,
+        "decoder_calls": decoder_calls,
+        "search_overhead_seconds": total - model,
+        "model_share": model / total,
+        "cprofile_by_own_time": stream.getvalue(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="runs/zh-en", help="run directory")
+    parser.add_argument("--split", default="test", choices=["test", "dev"])
+    parser.add_argument("--sentences", type=int, default=0, help="first N sentences; 0 = all")
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--precision", default="float32", choices=PRECISIONS)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
+    parser.add_argument("--top", type=int, default=15, help="cProfile rows to print")
+    parser.add_argument("--out", type=Path, help="also write the report as JSON")
+    args = parser.parse_args(argv)
+    report = profile(args)
+    s = report["model_seconds"]
+    print(
+        f"{report['sentences']} sentences, beam {report['beam']}, {report['precision']}, {report['threads']} threads: "
+        f"{report['seconds']:.2f} s; model {sum(s.values()):.2f} s ({report['model_share']:.0%}: encode "
+        f"{s['encode']:.2f}, decode {s['decode']:.2f} in {report['decoder_calls']} calls, logits {s['logits']:.2f}); "
+        f"search overhead {report['search_overhead_seconds']:.2f} s"
+    )
+    print(report["cprofile_by_own_time"])
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
