@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import yaml
 
+from seq2seq.atomic import write_text_atomically
 from seq2seq.errors import UserError
 
 DEFAULT_CONFIG = "configs/zh-en.yaml"
@@ -287,4 +288,4 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
 
 def save_config(cfg: Config, path: Path) -> None:
     """Write the resolved config as YAML."""
-    path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+    write_text_atomically(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

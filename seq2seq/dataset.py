@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from seq2seq.atomic import write_bytes_atomically
 from seq2seq.batching import Batch, make_batch
 from seq2seq.config import DataConfig
 from seq2seq.corpus import Split, make_splits
@@ -272,7 +273,8 @@ def _install_into_run(cache: Path, run_dir: Path) -> None:
             f"{run_dir} holds a model trained with another tokenizer or corpus; "
             "choose a new train.run_dir (or delete the old run)"
         )
+    # Atomic: a run killed mid-copy must not leave a half tokenizer that the next start takes for another one.
     for name, model in wanted.items():
-        (run_dir / name).write_bytes(model)
+        write_bytes_atomically(run_dir / name, model)
     for name in ("dev.src", "dev.tgt", "test.src", "test.tgt"):
-        shutil.copyfile(cache / name, run_dir / name)
+        write_bytes_atomically(run_dir / name, (cache / name).read_bytes())
