@@ -20,12 +20,14 @@ _SPACES = re.compile(r"\s+")
 
 
 def normalize(text: str) -> str:
-    """NFKC (full-width ASCII/punctuation -> half-width), drop byte-order marks,
+    """Drop byte-order marks, NFKC (full-width ASCII/punctuation -> half-width),
     collapse whitespace, strip.
 
-    Applied identically to training data and to text given to ``translate``.
+    Applied identically to training data and to text given to ``translate``, and idempotent,
+    so a run's own dev/test text reads back unchanged. (The marks go first: dropped after
+    NFKC, one between a letter and a combining accent would leave the pair uncomposed.)
     """
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).replace("\ufeff", "")).strip()
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text.replace("\ufeff", ""))).strip()
 
 
 def read_lines(path: str | Path, key: str) -> list[str]:
