@@ -16,6 +16,7 @@ from seq2seq.corpus import read_lines
 from seq2seq.dataset import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
+from seq2seq.runlock import RunLock
 from seq2seq.train import Trainer, resolve_device
 from seq2seq.translate import Translation, Translator, load_model, resolve_checkpoint
 
@@ -30,7 +31,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     if args.resume and not (Path(cfg.train.run_dir) / "last.pt").is_file():
         raise UserError(f"--resume: no {Path(cfg.train.run_dir) / 'last.pt'} to resume from")
     try:
-        run_dir = Trainer(cfg).fit()
+        with RunLock(Path(cfg.train.run_dir)) as lock:
+            if lock.stale_pid:
+                print(f"note: taking over the run directory from pid {lock.stale_pid}, which died", file=sys.stderr)
+            run_dir = Trainer(cfg).fit()
     except KeyboardInterrupt:
         sys.exit(130)
     print(f'done: best model in {run_dir / "best.pt"}; try: seq2seq translate --model {run_dir} "今天天气很好"')
