@@ -12,7 +12,7 @@ from tqdm import tqdm
 from seq2seq.attention_map import cross_attention, save_heatmap
 from seq2seq.batching import BucketSampler, padding_fraction
 from seq2seq.config import DEFAULT_CONFIG, load_config
-from seq2seq.corpus import read_lines
+from seq2seq.corpus import read_lines, split_lines
 from seq2seq.dataset import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
@@ -62,13 +62,10 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
         path = Path(args.input)
         if not path.is_file():
             raise UserError(f"-i {path}: file not found")
-        try:
-            return path.read_text(encoding="utf-8").splitlines()
-        except UnicodeDecodeError:
-            raise UserError(f"-i {path}: not valid UTF-8") from None
+        return split_lines(path.read_bytes(), f"-i {path}")
     if sys.stdin.isatty():
         raise UserError("nothing to translate: give sentences as arguments, -i FILE, or lines on stdin")
-    return sys.stdin.read().splitlines()
+    return split_lines(sys.stdin.buffer.read(), "stdin")  # bytes: text mode would split at a lone CR
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
