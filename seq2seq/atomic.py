@@ -14,14 +14,20 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from seq2seq.errors import UserError
 
 _SUFFIX = ".tmp"
 
 
-def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
+class Writable(Protocol):
+    """What a writer function is given: a binary file's ``write``."""
+
+    def write(self, data: bytes) -> int: ...
+
+
+def write_atomically(path: Path, write: Callable[[Writable], None]) -> None:
     """Create or replace ``path`` with what ``write(handle)`` writes, atomically."""
     path = Path(path)
     try:
@@ -33,7 +39,13 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
         ) from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            write(handle)
+            recording = _Recording(handle)
+            try:
+                write(recording)
+            except Exception:
+                if recording.error is not None:  # the real cause, which torch.save reports as a RuntimeError
+                    raise recording.error from None
+                raise
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; give it the usual permissions
@@ -45,6 +57,24 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class _Recording:
+    """A file handle that remembers the OSError its ``write`` raised: ``torch.save`` catches a failed write
+    (a full disk) and raises an unrelated RuntimeError ("unexpected pos ...") in its place."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle, self.error = handle, None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
 
 
 def write_bytes_atomically(path: Path, data: bytes) -> None:

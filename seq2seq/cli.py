@@ -244,3 +244,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as err:  # the machine, not the input: a full disk, a read-only or vanished file or directory
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"seq2seq: error: {where}{err.strerror or err}", file=sys.stderr)
+        sys.exit(2)

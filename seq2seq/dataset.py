@@ -233,8 +233,9 @@ def _build(cfg: DataConfig, directory: Path) -> None:
 def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
     """Build (or load from cache) the encoded splits and tokenizer; fill ``run_dir``."""
     directory = Path(cfg.cache_dir) / cache_key(cfg)
-    cached = (directory / "report.json").is_file()
+    cached = _complete(directory)
     if not cached:
+        shutil.rmtree(directory, ignore_errors=True)  # files deleted from an entry (by hand, by a cleaner): rebuild it
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".build-"))
         try:
@@ -261,6 +262,14 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
         _read_split(directory, "test"),
         report,
     )
+
+
+def _complete(directory: Path) -> bool:
+    """Whether a cache entry holds every file ``_build`` writes (report.json, written last, among them)."""
+    names = ["report.json", "encoded.pt"] + [
+        f"{split}.{side}" for split in ("train", "dev", "test") for side in "src tgt".split()
+    ]
+    return all((directory / name).is_file() for name in names) and any(directory.glob("spm*.model"))
 
 
 def _install_into_run(cache: Path, run_dir: Path) -> None:
