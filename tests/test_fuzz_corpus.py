@@ -92,12 +92,18 @@ def test_read_lines_is_a_correct_read_or_a_one_line_error(tmp_path_factory, data
     assert lines == expected
 
 
-@settings(FUZZ, max_examples=60)
-@given(src=encoded_files(), tgt=encoded_files())
-def test_read_corpus_gives_aligned_normalized_pairs_or_a_one_line_error(tmp_path_factory, src, tgt):
+def _pair_files(tmp_path_factory: pytest.TempPathFactory, src: bytes, tgt: bytes) -> Path:
+    """A fresh folder holding ``a.src`` and ``a.tgt`` with the given bytes."""
     folder = tmp_path_factory.mktemp("fuzz")
     (folder / "a.src").write_bytes(src)
     (folder / "a.tgt").write_bytes(tgt)
+    return folder
+
+
+@settings(FUZZ, max_examples=60)
+@given(src=encoded_files(), tgt=encoded_files())
+def test_read_corpus_gives_aligned_normalized_pairs_or_a_one_line_error(tmp_path_factory, src, tgt):
+    folder = _pair_files(tmp_path_factory, src, tgt)
     cfg = DataConfig(src=str(folder / "a.src"), tgt=str(folder / "a.tgt"))
     try:
         sources, targets = read_corpus(cfg)
@@ -127,14 +133,11 @@ def test_read_tsv_is_a_read_or_a_one_line_error(tmp_path_factory, data, columns)
     assert tgt == [line.split("\t")[columns[1]] for line in lines]
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
 @settings(FUZZ, max_examples=12)
 @given(src=encoded_files(), tgt=encoded_files())
 def test_prepare_data_on_odd_corpora_builds_or_is_a_one_line_error(tmp_path_factory, src, tgt):
     """The whole pipeline (split, SentencePiece training, encoding) on the odd corpora the reader accepts."""
-    folder = tmp_path_factory.mktemp("fuzz")
-    (folder / "a.src").write_bytes(src)
-    (folder / "a.tgt").write_bytes(tgt)
+    folder = _pair_files(tmp_path_factory, src, tgt)
     cfg = DataConfig(
         src=str(folder / "a.src"),
         tgt=str(folder / "a.tgt"),
