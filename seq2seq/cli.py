@@ -12,12 +12,13 @@ from tqdm import tqdm
 from seq2seq.attention_map import cross_attention, save_heatmap
 from seq2seq.batching import BucketSampler, padding_fraction
 from seq2seq.config import DEFAULT_CONFIG, load_config
-from seq2seq.corpus import read_lines
+from seq2seq.corpus import read_lines, split_lines
 from seq2seq.ct2 import QUANTIZATIONS, require_exported
 from seq2seq.dataset import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
 from seq2seq.inference import ENGINES, PRECISIONS, load_translator
+from seq2seq.runlock import RunLock
 from seq2seq.train import Trainer, resolve_device
 from seq2seq.translate import Translation, Translator, resolve_checkpoint
 
@@ -32,7 +33,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     if args.resume and not (Path(cfg.train.run_dir) / "last.pt").is_file():
         raise UserError(f"--resume: no {Path(cfg.train.run_dir) / 'last.pt'} to resume from")
     try:
-        run_dir = Trainer(cfg).fit()
+        with RunLock(Path(cfg.train.run_dir)) as lock:
+            if lock.stale_pid:
+                print(f"note: taking over the run directory from pid {lock.stale_pid}, which died", file=sys.stderr)
+            run_dir = Trainer(cfg).fit()
     except KeyboardInterrupt:
         sys.exit(130)
     print(f'done: best model in {run_dir / "best.pt"}; try: seq2seq translate --model {run_dir} "今天天气很好"')
@@ -60,13 +64,10 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
         path = Path(args.input)
         if not path.is_file():
             raise UserError(f"-i {path}: file not found")
-        try:
-            return path.read_text(encoding="utf-8").splitlines()
-        except UnicodeDecodeError:
-            raise UserError(f"-i {path}: not valid UTF-8") from None
+        return split_lines(path.read_bytes(), f"-i {path}")
     if sys.stdin.isatty():
         raise UserError("nothing to translate: give sentences as arguments, -i FILE, or lines on stdin")
-    return sys.stdin.read().splitlines()
+    return split_lines(sys.stdin.buffer.read(), "stdin")  # bytes: text mode would split at a lone CR
 
 
 def _load_translator(args: argparse.Namespace, model_path: str | Path) -> Translator:
@@ -287,3 +288,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as err:  # the machine, not the input: a full disk, a read-only or vanished file or directory
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"seq2seq: error: {where}{err.strerror or err}", file=sys.stderr)
+        sys.exit(2)

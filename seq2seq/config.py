@@ -7,6 +7,7 @@ and impossible values raise ``UserError`` naming the file, the key and a fix.
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
+from seq2seq.atomic import write_text_atomically
 from seq2seq.errors import UserError
 
 DEFAULT_CONFIG = "configs/zh-en.yaml"
@@ -145,13 +147,13 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, list | tuple) or len(value) != len(args):
             raise UserError(f"{where}: expected a list of {len(args)} values, got {value!r}")
         return tuple(_coerce(v, a, where) for v, a in zip(value, args, strict=True))
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and isinstance(value, str):
+    if tp is float and isinstance(value, int | str) and not isinstance(value, bool):
         try:  # YAML reads "3e-4" as a string
-            return float(value)
-        except ValueError:
+            value = float(value)
+        except (ValueError, OverflowError):
             pass
+    if tp is float and isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{where}: expected a finite number, got {value!r}")
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
         raise UserError(f"{where}: expected {tp.__name__}, got {value!r}")
     return value
@@ -168,7 +170,7 @@ def _build(cls: type, raw: Any, where: str) -> Any:
         if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(fields)}"
-            raise UserError(f"{where}: unknown key '{key}'{hint}")
+            raise UserError(f"{where}: unknown key {str(key)!r}{hint}")
         if dataclasses.is_dataclass(hints[key]):
             kwargs[key] = _build(hints[key], value, f"{where}.{key}")
         else:
@@ -214,6 +216,8 @@ def _validate(cfg: Config, where: str) -> None:
         (lambda: 0 <= d.subword_alpha < 1, "data.subword_alpha must be in [0, 1) (0 turns sampling off)"),
         (lambda: d.dev_size >= 0 and d.test_size >= 0, "data.dev_size and data.test_size must be >= 0"),
         (lambda: t.lr > 0, f"train.lr must be positive, got {t.lr}"),
+        (lambda: all(0 <= beta < 1 for beta in t.adam_betas), "train.adam_betas must both be in [0, 1)"),
+        (lambda: t.weight_decay >= 0, "train.weight_decay must be >= 0"),
         (lambda: t.warmup_steps >= 0, "train.warmup_steps must be >= 0"),
         (lambda: 0 <= t.label_smoothing < 1, "train.label_smoothing must be in [0, 1)"),
         (lambda: t.clip_norm >= 0, "train.clip_norm must be >= 0 (0 disables clipping)"),
@@ -248,7 +252,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
         raise UserError(f"--set {text!r}: expected section.key=value, e.g. train.lr=3e-4")
     key, value = text.split("=", 1)
-    return key.strip().split("."), yaml.safe_load(value)
+    try:
+        return key.strip().split("."), yaml.safe_load(value)
+    except yaml.YAMLError as err:
+        raise UserError(f"--set {text!r}: the value is not valid YAML ({_yaml_problem(err)}); quote it") from None
 
 
 def config_from_dict(raw: dict[str, Any], where: str, overrides: list[str] = ()) -> Config:
@@ -264,7 +271,7 @@ def config_from_dict(raw: dict[str, Any], where: str, overrides: list[str] = ())
             raise UserError(f"--set {text!r}: expected section.key=value, e.g. train.lr=3e-4")
         section = raw.setdefault(path[0], {})
         if not isinstance(section, dict):
-            raise UserError(f"--set {text!r}: '{path[0]}' is not a section")
+            raise UserError(f"--set {text!r}: {path[0]!r} is not a section")
         section[path[1]] = value
     cfg = _build(Config, raw, where)
     _validate(cfg, where)
@@ -277,14 +284,22 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
     if not path.is_file():
         raise UserError(f"config file {path} not found; see configs/ for examples")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not valid UTF-8 (byte {err.start}); save the file as UTF-8") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
-        raise UserError(f"{path}{line}: not valid YAML ({getattr(err, 'problem', err)})") from None
+        raise UserError(f"{path}{line}: not valid YAML ({_yaml_problem(err)})") from None
     return config_from_dict({} if raw is None else raw, str(path), overrides)
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """What a YAML error says went wrong, on one line (PyYAML's own text spans several)."""
+    problem = getattr(err, "problem", None) or getattr(err, "reason", None) or str(err)
+    return " ".join(str(problem).split())
 
 
 def save_config(cfg: Config, path: Path) -> None:
     """Write the resolved config as YAML."""
-    path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+    write_text_atomically(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

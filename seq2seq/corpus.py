@@ -20,12 +20,14 @@ _SPACES = re.compile(r"\s+")
 
 
 def normalize(text: str) -> str:
-    """NFKC (full-width ASCII/punctuation -> half-width), drop byte-order marks,
+    """Drop byte-order marks, NFKC (full-width ASCII/punctuation -> half-width),
     collapse whitespace, strip.
 
-    Applied identically to training data and to text given to ``translate``.
+    Applied identically to training data and to text given to ``translate``, and idempotent,
+    so a run's own dev/test text reads back unchanged. (The marks go first: dropped after
+    NFKC, one between a letter and a combining accent would leave the pair uncomposed.)
     """
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).replace("\ufeff", "")).strip()
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text.replace("\ufeff", ""))).strip()
 
 
 def read_lines(path: str | Path, key: str) -> list[str]:
@@ -33,16 +35,28 @@ def read_lines(path: str | Path, key: str) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{key}: file {path} not found (fetch it with scripts/fetch_data.py or fix the path)")
-    lines = []
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                lines.append(raw.decode("utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError:
-                raise UserError(f"{path} line {number}: not valid UTF-8; re-encode the file as UTF-8") from None
+        lines = [_decode_line(raw, path, number) for number, raw in enumerate(handle, start=1)]
     if not lines:
         raise UserError(f"{key}: file {path} is empty")
     return lines
+
+
+def split_lines(data: bytes, where: str) -> list[str]:
+    """UTF-8 bytes -> lines, as ``read_lines`` reads a file: split at LF only (the CR of a CRLF dropped), so
+    characters Unicode also counts as line breaks (U+2028, U+0085, \\x1c, form feed...) stay inside their
+    line and every input line keeps its place; ``where`` names the input in errors."""
+    raws = data.split(b"\n")
+    if raws[-1] == b"":
+        raws.pop()  # the final line end
+    return [_decode_line(raw, where, number) for number, raw in enumerate(raws, start=1)]
+
+
+def _decode_line(raw: bytes, where: str | Path, number: int) -> str:
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise UserError(f"{where} line {number}: not valid UTF-8; re-encode the file as UTF-8") from None
 
 
 def read_pair_files(src_path: str, tgt_path: str, key_prefix: str = "data.") -> tuple[list[str], list[str]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from seq2seq.atomic import write_bytes_atomically
 from seq2seq.batching import Batch, make_batch
 from seq2seq.config import DataConfig
 from seq2seq.corpus import Split, make_splits
@@ -232,8 +233,9 @@ def _build(cfg: DataConfig, directory: Path) -> None:
 def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
     """Build (or load from cache) the encoded splits and tokenizer; fill ``run_dir``."""
     directory = Path(cfg.cache_dir) / cache_key(cfg)
-    cached = (directory / "report.json").is_file()
+    cached = _complete(directory)
     if not cached:
+        shutil.rmtree(directory, ignore_errors=True)  # files deleted from an entry (by hand, by a cleaner): rebuild it
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".build-"))
         try:
@@ -262,6 +264,14 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
     )
 
 
+def _complete(directory: Path) -> bool:
+    """Whether a cache entry holds every file ``_build`` writes (report.json, written last, among them)."""
+    names = ["report.json", "encoded.pt"] + [
+        f"{split}.{side}" for split in ("train", "dev", "test") for side in "src tgt".split()
+    ]
+    return all((directory / name).is_file() for name in names) and any(directory.glob("spm*.model"))
+
+
 def _install_into_run(cache: Path, run_dir: Path) -> None:
     """Copy tokenizer and dev/test text into the run directory (refusing a different tokenizer)."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -272,7 +282,8 @@ def _install_into_run(cache: Path, run_dir: Path) -> None:
             f"{run_dir} holds a model trained with another tokenizer or corpus; "
             "choose a new train.run_dir (or delete the old run)"
         )
+    # Atomic: a run killed mid-copy must not leave a half tokenizer that the next start takes for another one.
     for name, model in wanted.items():
-        (run_dir / name).write_bytes(model)
+        write_bytes_atomically(run_dir / name, model)
     for name in ("dev.src", "dev.tgt", "test.src", "test.tgt"):
-        shutil.copyfile(cache / name, run_dir / name)
+        write_bytes_atomically(run_dir / name, (cache / name).read_bytes())

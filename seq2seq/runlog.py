@@ -4,6 +4,12 @@ The trainer says what happened (a step, a validation, a stop); this object decid
 shown and recorded. ``metrics.jsonl`` in the run directory gets a record every
 ``RECORD_EVERY`` steps (loss, lr, tokens/s, epoch, minutes) and one per validation (dev loss,
 perplexity, BLEU, chrF); it is line-buffered, so ``tail -f`` follows it.
+
+``metrics.jsonl`` is the history of the model in ``last.pt``: a session that resumes at step N
+first drops the records past N (written by a session that died before its next checkpoint, e.g.
+``kill -9``: those steps are trained again and recorded again) and a torn last line, so after
+any number of crashes and resumes every step is recorded once. The trainer writes a
+validation's record before the checkpoint that follows it, so no record can go missing either.
 """
 
 import json
@@ -14,6 +20,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from seq2seq.atomic import write_text_atomically
+
 RECORD_EVERY = 20  # steps between training records (and progress-bar postfix updates)
 
 
@@ -22,6 +30,7 @@ class RunLog:
 
     def __init__(self, run_dir: Path, total_steps: int, first_step: int, quiet: bool = False) -> None:
         self._quiet = quiet
+        _keep_records_up_to(run_dir / "metrics.jsonl", first_step)
         self._bar = tqdm(total=total_steps or None, initial=first_step, disable=quiet, unit="step", dynamic_ncols=True)
         self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8", buffering=1)
         self._window_tokens, self._window_start = 0, time.perf_counter()
@@ -78,6 +87,21 @@ class RunLog:
         """One validation's figures: a log line and a metrics record."""
         self.line(f"step {step} ({minutes:.1f} min, epoch {epoch}): {describe(result)}")
         self._metrics.write(json.dumps({"step": step, "minutes": round(minutes, 3), **result}) + "\n")
+
+
+def _keep_records_up_to(path: Path, step: int) -> None:
+    """Rewrite ``path`` (atomically) without the records past ``step`` and without a torn last line."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n")[:-1]:  # [:-1]: torn or empty
+        try:
+            record_step = json.loads(line).get("step")
+        except (ValueError, AttributeError):
+            continue  # not a record: a line torn by a crash mid-write
+        if isinstance(record_step, int) and record_step <= step:
+            kept.append(line + "\n")
+    write_text_atomically(path, "".join(kept))
 
 
 def describe(result: dict[str, float]) -> str:

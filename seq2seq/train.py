@@ -214,7 +214,7 @@ class Trainer:
             return False
         state = load_checkpoint(path)
         for section in ("model", "data"):
-            if state["config"][section] != self.cfg.to_dict()[section]:
+            if state["config"].get(section) != self.cfg.to_dict()[section]:
                 raise UserError(
                     f"{self.run_dir} was trained with a different '{section}' config; "
                     "resume with the same config or choose a new train.run_dir"
@@ -253,21 +253,27 @@ class Trainer:
         return -result["dev_loss"] if name == "loss" or "dev_bleu" not in result else result[f"dev_{name}"]
 
     def _after_validation(self, result: dict[str, float]) -> None:
-        """Save last/best (and an averaging snapshot); update early-stopping counters."""
+        """Save best/last (and an averaging snapshot); update early-stopping counters.
+
+        The order survives a kill at any point: best.pt and the snapshot are written before the
+        last.pt that counts them, and a snapshot is deleted only once last.pt no longer lists it;
+        a kill in between resumes from the previous last.pt, which repeats this validation.
+        """
         p = self.progress
         metric = self._metric(result)
         improved = p.best is None or metric > p.best
         p.best, p.bad_evals = (metric, 0) if improved else (p.best, p.bad_evals + 1)
-        state = self.state()
-        save_checkpoint(state, self.run_dir / "last.pt")
         if improved:
             self._save_best(result)
+        dropped: list[str] = []
         if self.tc.average_last:
             name = f"snapshot-{p.step}.pt"
-            save_checkpoint({"model": state["model"], "config": state["config"]}, self.run_dir / name)
+            save_checkpoint({"model": self.model.state_dict(), "config": self.cfg.to_dict()}, self.run_dir / name)
             p.kept.append(name)
-            while len(p.kept) > self.tc.average_last:
-                (self.run_dir / p.kept.pop(0)).unlink(missing_ok=True)
+            dropped, p.kept = p.kept[: -self.tc.average_last], p.kept[-self.tc.average_last :]
+        save_checkpoint(self.state(), self.run_dir / "last.pt")
+        for name in dropped:
+            (self.run_dir / name).unlink(missing_ok=True)
 
     def _save_best(self, result: dict[str, float], **extra: int) -> None:
         """best.pt: the model as it is now, its config, the step and the validation ``result``."""
@@ -378,5 +384,6 @@ class Trainer:
 
     def _validate_and_save(self, log: RunLog) -> None:
         result = self.validate()
-        self._after_validation(result)
+        # Recorded before the checkpoint: a kill in between resumes before this step and re-records it (RunLog).
         log.validation(self.progress.step, self.progress.elapsed / 60, self.sampler.epoch, result)
+        self._after_validation(result)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 
 from seq2seq.config import ModelConfig
 from seq2seq.corpus import normalize, read_pair_files
@@ -56,6 +57,11 @@ def random_batch(
 def tiny_model() -> Callable[..., Transformer]:
     """Factory fixture: ``tiny_model(**overrides)`` -> a seeded tiny Transformer in eval mode."""
     return build_tiny_model
+
+
+# Property-based tests: the same examples on every run (derandomized, no example database), so CI is
+# reproducible and a failure seen once is seen again; no per-example deadline on a shared, busy machine.
+FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=100, print_blob=False)
 
 
 # --- Data pipeline helpers -------------------------------------------------------------------

@@ -79,7 +79,7 @@ def test_crash_on_first_save_leaves_nothing(tmp_path, monkeypatch):
         raise OSError("no space left on device")
 
     monkeypatch.setattr(checkpoint.torch, "save", crashing_save)
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match="best.pt.*no space left on device.*nothing was written"):
         save_checkpoint({"model": {}, "config": {}}, tmp_path / "best.pt")
     assert os.listdir(tmp_path) == []
 

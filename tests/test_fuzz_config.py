@@ -1,0 +1,156 @@
+"""Fuzzing the config loader and the ``--set`` parser: random YAML trees, random files and random key paths
+give a Config that is valid and usable, or a one-line UserError naming the file or the override -- never
+another exception."""
+
+import dataclasses
+import datetime
+import types
+import typing
+
+import torch
+import yaml
+from conftest import FUZZ
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seq2seq.config import Config, config_from_dict, load_config, save_config
+from seq2seq.errors import UserError
+from seq2seq.train import adamw, lr_factor
+
+SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
+KEYS = sorted({f.name for cls in (Config, *SECTIONS.values()) for f in dataclasses.fields(cls)})
+HINTS = {section: typing.get_type_hints(cls) for section, cls in SECTIONS.items()}
+PATHS = [(section, key) for section, hints in HINTS.items() for key in hints]
+# A minimal valid config, so that random changes to it land past the "set a corpus / stop condition" checks.
+BASE = {"data": {"src": "a.zh", "tgt": "a.en"}, "train": {"max_steps": 10}}
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.integers(-3, 3000)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+    | st.sampled_from(["auto", "cpu", "cuda", "cuda:1", "bleu", "post", "pre", "all", "bpe", "cosine", "3e-4", "nan"])
+    | st.dates()
+)
+names = st.sampled_from(KEYS + list(SECTIONS)) | st.text(max_size=8)
+trees = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=4))
+
+
+def typed(tp: object) -> st.SearchStrategy:
+    """Values of the annotated type, edges included: what a user might plausibly write for the key."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Literal:
+        return st.sampled_from(args)
+    if origin in (typing.Union, types.UnionType):
+        return st.one_of([typed(a) for a in args])
+    if origin is tuple:
+        return st.tuples(*[typed(a) for a in args]).map(list)
+    return {
+        int: st.integers(-2, 5000),
+        float: st.floats(-1, 10) | st.sampled_from([0.0, 1.0, 1e-9, 0.999999]),
+        bool: st.booleans(),
+        str: st.text(max_size=10) | st.sampled_from(["cpu", "cuda", "auto", "a.zh"]),
+        type(None): st.none(),
+    }[tp]
+
+
+@st.composite
+def raw_configs(draw: st.DrawFn) -> dict:
+    """The base config with random sections, keys and values put in (mostly at real key paths)."""
+    raw = {section: dict(keys) for section, keys in BASE.items()}
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.integers(0, 9))
+        if kind < 7:  # a real key, mostly with a value of its type: the configs that load are the interesting ones
+            section, key = draw(st.sampled_from(PATHS))
+            value = draw(typed(HINTS[section][key]) if kind < 5 else scalars if kind < 6 else trees)
+        else:
+            section, key, value = draw(st.sampled_from(list(SECTIONS)) | names), draw(names), draw(trees)
+        if kind == 9 or not isinstance(raw.get(section, {}), dict):
+            raw[section] = value
+        else:
+            raw.setdefault(section, {})[key] = value
+    return raw
+
+
+def _check_usable(cfg: Config, tmp_path) -> None:
+    """An accepted config survives a save/load round trip, builds its optimizer and has a finite schedule."""
+    path = tmp_path / "config.yaml"
+    save_config(cfg, path)
+    assert load_config(path) == cfg
+    adamw(iter([torch.nn.Parameter(torch.zeros(2))]), cfg.train)
+    assert all(0 <= lr_factor(step, cfg.train) < float("inf") for step in (0, 1, 10**6))
+
+
+def _check_error(err: UserError, *named: str) -> None:
+    message = str(err)
+    assert "\n" not in message and "\r" not in message, message
+    assert any(name in message for name in named), message
+
+
+@settings(FUZZ, max_examples=150)
+@given(raw=raw_configs())
+def test_random_yaml_trees_load_or_are_a_one_line_error(tmp_path_factory, raw):
+    path = tmp_path_factory.mktemp("cfg") / "random.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    try:
+        cfg = load_config(path)
+    except UserError as err:
+        _check_error(err, str(path))
+        return
+    _check_usable(cfg, path.parent)
+
+
+@settings(FUZZ, max_examples=150)
+@given(data=st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
+def test_random_files_load_or_are_a_one_line_error(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("cfg") / "random.yaml"
+    path.write_bytes(data)
+    try:
+        load_config(path)
+    except UserError as err:
+        _check_error(err, str(path))
+
+
+key_paths = st.lists(names, min_size=0, max_size=4).map(".".join) | st.text(max_size=20)
+typed_overrides = st.sampled_from(PATHS).flatmap(
+    lambda path: typed(HINTS[path[0]][path[1]]).map(lambda v: f"{path[0]}.{path[1]}={yaml.safe_dump(v)}")
+)
+values = (
+    st.integers(-3, 5000).map(str)
+    | st.floats().map(repr)
+    | st.text(max_size=20)
+    | st.sampled_from(
+        ["[1", "{a: 1", "!!python/object:os.system", "*x", "&a 1", "- 1", ": :", "[0.9, 0.98]", "bf16", "1e9"]
+    )
+)
+
+
+@settings(FUZZ, max_examples=300)
+@given(overrides=st.lists(typed_overrides | st.tuples(key_paths, values).map("=".join) | st.text(), max_size=3))
+def test_random_overrides_apply_or_are_a_one_line_error(tmp_path_factory, overrides):
+    try:
+        cfg = config_from_dict(BASE, "base.yaml", overrides)
+    except UserError as err:
+        _check_error(err, "base.yaml", "--set")
+        return
+    _check_usable(cfg, tmp_path_factory.mktemp("cfg"))
+
+
+def test_dates_and_huge_numbers_are_named_errors(tmp_path):
+    for section, key, value in [
+        ("data", "src", datetime.date(2020, 1, 1)),
+        ("model", "d_model", 2**70),
+        ("train", "lr", float("nan")),
+        ("train", "weight_decay", float("inf")),
+        ("train", "adam_betas", [1.5, 0.9]),
+    ]:
+        raw = {s: dict(k) for s, k in BASE.items()}
+        raw.setdefault(section, {})[key] = value
+        try:
+            cfg = config_from_dict(raw, "x.yaml")
+        except UserError as err:
+            _check_error(err, f"{section}.{key}")
+            continue
+        _check_usable(cfg, tmp_path)
