@@ -16,6 +16,7 @@ from seq2seq.corpus import read_lines
 from seq2seq.dataset import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
+from seq2seq.mixing import CorpusMix
 from seq2seq.train import Trainer, resolve_device
 from seq2seq.translate import Translation, Translator, load_model, resolve_checkpoint
 
@@ -40,11 +41,18 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, args.set)
     data = prepare_data(cfg.data)
     train = data.train
-    batches = BucketSampler(train.src_lengths, train.tgt_lengths, cfg.data.batch_tokens, cfg.train.seed).epoch_batches(
-        0
+    mix = CorpusMix.from_config(cfg.data, data.corpus_sizes, cfg.train.seed)
+    sampler = BucketSampler(
+        train.src_lengths,
+        train.tgt_lengths,
+        cfg.data.batch_tokens,
+        cfg.train.seed,
+        items_at=mix.epoch_items if mix else None,
     )
+    batches = sampler.epoch_batches(0)
     report = dict(
         data.report,
+        **({"mix": mix.describe()} if mix else {}),
         batches_per_epoch=len(batches),
         padding_fraction=round(padding_fraction(batches, train.src_lengths, train.tgt_lengths), 4),
     )

@@ -4,7 +4,11 @@
 ``data.cache_dir/<key>``, the key hashing the corpus bytes, the data settings and
 the pipeline version, so a second run starts in seconds and any change to the
 corpus or settings rebuilds. The tokenizer and the dev/test text are copied into
-the run directory, which then holds everything ``translate`` and ``evaluate`` need.
+the run directory, which then holds everything ``translate`` and ``evaluate`` need:
+with them ``test.novelty``, the similarity of each test source to its closest
+training source (``seq2seq.neardup``), which ``evaluate`` buckets BLEU by, and, when
+the source script is normalized, the test sources in the other script
+(``test.traditional.src`` / ``test.simplified.src``).
 """
 
 import hashlib
@@ -21,11 +25,13 @@ from torch import Tensor
 
 from seq2seq.batching import Batch, make_batch
 from seq2seq.config import DataConfig
-from seq2seq.corpus import Split, make_splits
+from seq2seq.corpus import Split, corpus_key, make_splits
 from seq2seq.errors import UserError
+from seq2seq.neardup import closest_similarity
+from seq2seq.script import OTHER_SCRIPT, converter
 from seq2seq.tokenizer import Tokenizer, seed_sampling
 
-PIPELINE_VERSION = 2
+PIPELINE_VERSION = 3
 # Settings that do not change the encoded data, so they stay out of the cache key.
 _NOT_IN_KEY = {"batch_tokens", "cache_dir", "subword_alpha"}
 
@@ -49,6 +55,21 @@ class EncodedSplit:
             return tokens, offsets
 
         return cls(*flat(src), *flat(tgt))
+
+    @classmethod
+    def concat(cls, parts: list["EncodedSplit"]) -> "EncodedSplit":
+        """The sentences of ``parts``, one part after another."""
+
+        def offsets(name: str) -> Tensor:
+            lengths = torch.cat([getattr(p, name).diff() for p in parts])
+            return torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+
+        return cls(
+            torch.cat([p.src_tokens for p in parts]),
+            offsets("src_offsets"),
+            torch.cat([p.tgt_tokens for p in parts]),
+            offsets("tgt_offsets"),
+        )
 
     def __len__(self) -> int:
         return len(self.src_offsets) - 1
@@ -157,6 +178,7 @@ class PreparedData:
     dev_text: Split
     test_text: Split
     report: dict
+    corpus_sizes: list[int]  # training pairs of each corpus, in storage order (config order)
 
 
 def _file_digest(path: str | None, digest: "hashlib._Hash") -> None:
@@ -180,7 +202,8 @@ def cache_key(cfg: DataConfig) -> str:
     digest = hashlib.sha256()
     settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
     digest.update(json.dumps([PIPELINE_VERSION, settings], sort_keys=True).encode())
-    for path in (cfg.tsv, cfg.src, cfg.tgt, cfg.dev_src, cfg.dev_tgt, cfg.test_src, cfg.test_tgt):
+    corpus_files = [path for c in cfg.corpus_list() for path in (c.tsv, c.src, c.tgt)]
+    for path in (*corpus_files, cfg.dev_src, cfg.dev_tgt, cfg.test_src, cfg.test_tgt):
         _file_digest(path, digest)
     return digest.hexdigest()[:16]
 
@@ -204,14 +227,31 @@ def _build(cfg: DataConfig, directory: Path) -> None:
         splits.train.src, splits.train.tgt, cfg.vocab_size, cfg.joint_vocab, cfg.spm_model_type, cfg.character_coverage
     )
     tokenizer.save(directory)
-    train, train_text, counts = encode_train(splits.train, tokenizer, cfg.max_len, cfg.max_ratio)
-    if len(train) == 0:
-        raise UserError("data: every training pair was filtered out; check data.max_len and data.max_ratio")
+    encoded, train_text, counts = [], Split([], []), FilterCounts()
+    for corpus, part in zip(splits.corpora, splits.train_parts(), strict=True):
+        part_encoded, part_text, part_counts = encode_train(part, tokenizer, cfg.max_len, cfg.max_ratio)
+        corpus.train = len(part_encoded)
+        encoded.append(part_encoded)
+        train_text.src += part_text.src
+        train_text.tgt += part_text.tgt
+        for reason in ("empty", "too_long", "ratio"):
+            setattr(counts, reason, getattr(counts, reason) + getattr(part_counts, reason))
+    train = EncodedSplit.concat(encoded)
+    for index, part in enumerate(encoded):
+        if len(part) == 0:
+            where = corpus_key(cfg, index).rstrip(".")
+            raise UserError(f"{where}: every training pair was filtered out; check data.max_len and data.max_ratio")
     dev = encode_eval(splits.dev, tokenizer)
-    torch.save({"train": train.state(), "dev": dev.state()}, directory / "encoded.pt")
+    sizes = [c.train for c in splits.corpora]
+    torch.save({"train": train.state(), "dev": dev.state(), "corpus_sizes": sizes}, directory / "encoded.pt")
     for name, split in (("train", train_text), ("dev", splits.dev), ("test", splits.test)):
         _write_lines(directory / f"{name}.src", split.src)
         _write_lines(directory / f"{name}.tgt", split.tgt)
+    novelty = closest_similarity(splits.test.src, train_text.src)
+    _write_lines(directory / "test.novelty", [f"{x:.4f}" for x in novelty])
+    if cfg.src_script != "keep":
+        other = OTHER_SCRIPT[cfg.src_script]
+        _write_lines(directory / f"test.{other}.src", [converter(other)(x) for x in splits.test.src])
     report = {
         "pairs_read": splits.read,
         "duplicates_removed": splits.duplicates,
@@ -222,6 +262,9 @@ def _build(cfg: DataConfig, directory: Path) -> None:
         "train": len(train),
         "dev": len(splits.dev),
         "test": len(splits.test),
+        "corpora": [asdict(c) for c in splits.corpora],
+        "split_similarity": cfg.split_similarity,
+        "test_with_similar_train_source": round(sum(x >= 0.8 for x in novelty) / max(len(novelty), 1), 4),
         "src_vocab": tokenizer.src_vocab_size,
         "tgt_vocab": tokenizer.tgt_vocab_size,
         "build_seconds": round(time.perf_counter() - start, 2),
@@ -259,6 +302,7 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
         _read_split(directory, "dev"),
         _read_split(directory, "test"),
         report,
+        [int(n) for n in encoded["corpus_sizes"]],
     )
 
 
@@ -274,5 +318,7 @@ def _install_into_run(cache: Path, run_dir: Path) -> None:
         )
     for name, model in wanted.items():
         (run_dir / name).write_bytes(model)
-    for name in ("dev.src", "dev.tgt", "test.src", "test.tgt"):
+    for name in ("dev.src", "dev.tgt", "test.src", "test.tgt", "test.novelty"):
         shutil.copyfile(cache / name, run_dir / name)
+    for path in cache.glob("test.*.src"):  # the test sources in the other script
+        shutil.copyfile(path, run_dir / path.name)
