@@ -1,6 +1,7 @@
 """Translating text with a trained run: load, normalize, batch by length, search, detokenize."""
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import torch
 
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import DEFAULT_CONFIG, Config, DecodeConfig, config_from_dict, parse_override
-from seq2seq.corpus import normalize
+from seq2seq.corpus import normalize, normalizer
 from seq2seq.errors import UserError
 from seq2seq.model import Transformer
 from seq2seq.search import search_ids
@@ -77,15 +78,29 @@ class Translation:
         return self.outputs[0]
 
 
-class Translator:
-    """A loaded model with its tokenizer and decoding settings."""
+def source_normalizer(cfg: Config) -> Callable[[str], str]:
+    """How a model's input is normalized: as its training sources were (``data.src_script`` included)."""
+    return normalizer(cfg.data.src_script, "data.src_script")
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, decode: DecodeConfig, device: torch.device) -> None:
+
+class Translator:
+    """A loaded model with its tokenizer, decoding settings and source normalization."""
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer,
+        decode: DecodeConfig,
+        device: torch.device,
+        normalize_source: Callable[[str], str] = normalize,
+    ) -> None:
+        """``normalize_source``: ``source_normalizer(cfg)`` of the model's config, so input is read as in training."""
         self.model, self.tokenizer, self.decode, self.device = model, tokenizer, decode, device
+        self.normalize_source = normalize_source
 
     def encode(self, text: str) -> list[int]:
         """Normalized source ids ``x… <end>``, truncated (with a warning) to what the model can read."""
-        ids = self.tokenizer.encode_src(normalize(text))
+        ids = self.tokenizer.encode_src(self.normalize_source(text))
         limit = self.model.cfg.max_positions
         if len(ids) > limit:
             print(f"warning: input of {len(ids)} tokens truncated to {limit}: {text[:40]}…", file=sys.stderr)
