@@ -338,8 +338,8 @@ simplified headword -> a short English gloss (the first usable sense; classifier
 surnames, cross-references and parentheticals dropped). {summary}.
 all.zh and all.en are line-aligned UTF-8.
 
-CC-CEDICT is licensed under the Creative Commons Attribution-ShareAlike 4.0 International License
-(https://creativecommons.org/licenses/by-sa/4.0/), (c) MDBG and the CC-CEDICT contributors
+CC-CEDICT is licensed CC BY-SA 4.0, the Creative Commons Attribution-ShareAlike 4.0 International
+License (https://creativecommons.org/licenses/by-sa/4.0/), (c) MDBG and the CC-CEDICT contributors
 (https://www.mdbg.net/chinese/dictionary?page=cc-cedict); data derived from it, such as these
 files, is under the same license.
 """

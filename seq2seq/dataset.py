@@ -181,8 +181,8 @@ class PreparedData:
     corpus_sizes: list[int]  # training pairs of each corpus, in storage order (config order)
 
 
-def _file_digest(path: str | None, digest: "hashlib._Hash") -> None:
-    """Add a file's size and bytes (or a marker for an absent one) to ``digest``."""
+def _file_digest(path: str | None, digest: "hashlib._Hash", key: str) -> None:
+    """Add a file's size and bytes (or a marker for an absent one) to ``digest``; ``key`` names the setting."""
     if path is None:
         digest.update(b"none;")
         return
@@ -193,7 +193,7 @@ def _file_digest(path: str | None, digest: "hashlib._Hash") -> None:
                 digest.update(chunk)
     except OSError:
         raise UserError(
-            f"data file {path} not found or unreadable; fetch it with scripts/fetch_data.py or fix the path"
+            f"{key}: file {path} not found or unreadable; fetch it with scripts/fetch_data.py or fix the path"
         ) from None
 
 
@@ -202,9 +202,14 @@ def cache_key(cfg: DataConfig) -> str:
     digest = hashlib.sha256()
     settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
     digest.update(json.dumps([PIPELINE_VERSION, settings], sort_keys=True).encode())
-    corpus_files = [path for c in cfg.corpus_list() for path in (c.tsv, c.src, c.tgt)]
-    for path in (*corpus_files, cfg.dev_src, cfg.dev_tgt, cfg.test_src, cfg.test_tgt):
-        _file_digest(path, digest)
+    files = [
+        (getattr(corpus, name), f"{corpus_key(cfg, i)}{name}")
+        for i, corpus in enumerate(cfg.corpus_list())
+        for name in ("tsv", "src", "tgt")
+    ]
+    files += [(getattr(cfg, name), f"data.{name}") for name in ("dev_src", "dev_tgt", "test_src", "test_tgt")]
+    for path, key in files:
+        _file_digest(path, digest, key)
     return digest.hexdigest()[:16]
 
 
