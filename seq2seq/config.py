@@ -60,6 +60,7 @@ class CorpusConfig:
     tgt_column: int = 0
     weight: float = 1.0  # pairs per epoch relative to the other corpora's (see seq2seq.mixing)
     eval: bool = False  # dev/test are split off this corpus (default: the first)
+    vocab: bool = True  # its training pairs teach the subword vocabulary; false: its pairs with unknown pieces go
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class DataConfig:
         """The corpora to read: ``corpora``, or the single corpus of ``src``/``tgt``/``tsv``."""
         if self.corpora:
             return self.corpora
-        return (CorpusConfig("corpus", self.src, self.tgt, self.tsv, self.src_column, self.tgt_column, 1.0, True),)
+        return (CorpusConfig("corpus", self.src, self.tgt, self.tsv, self.src_column, self.tgt_column, eval=True),)
 
     def eval_corpus(self) -> int:
         """Index of the corpus dev/test are split off: the one marked ``eval``, else the first."""
@@ -261,6 +262,10 @@ def _validate(cfg: Config, where: str) -> None:
             "data.corpora: every corpus needs its own name",
         ),
         (lambda: sum(c.eval for c in d.corpora) <= 1, "data.corpora: mark at most one corpus eval: true"),
+        (
+            lambda: not d.corpora or any(c.vocab for c in d.corpora),
+            "data.corpora: at least one corpus must teach the vocabulary (vocab: true)",
+        ),
         (
             lambda: 0 < d.split_similarity <= 1,
             "data.split_similarity must be in (0, 1] (1 groups identical sentences only)",

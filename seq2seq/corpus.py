@@ -172,6 +172,7 @@ class CorpusCounts:
     duplicates: int
     train: int = 0
     overlap: int = 0  # training pairs dropped for sharing a sentence with dev/test
+    filtered: int = 0  # training pairs dropped by the encoder's filters (too long, ratio, unknown pieces)
 
 
 @dataclass

@@ -29,7 +29,7 @@ from seq2seq.corpus import Split, corpus_key, make_splits
 from seq2seq.errors import UserError
 from seq2seq.neardup import closest_similarity
 from seq2seq.script import OTHER_SCRIPT, converter
-from seq2seq.tokenizer import Tokenizer, seed_sampling
+from seq2seq.tokenizer import UNK, Tokenizer, seed_sampling
 
 PIPELINE_VERSION = 3
 # Settings that do not change the encoded data, so they stay out of the cache key.
@@ -102,12 +102,15 @@ class FilterCounts:
     empty: int = 0
     too_long: int = 0
     ratio: int = 0
+    unknown: int = 0  # a piece outside the vocabulary (only for corpora that did not teach it)
 
 
 def encode_train(
-    split: Split, tokenizer: Tokenizer, max_len: int, max_ratio: float
+    split: Split, tokenizer: Tokenizer, max_len: int, max_ratio: float, drop_unknown: bool = False
 ) -> tuple[EncodedSplit, Split, FilterCounts]:
-    """Encode the training pairs, filtering empty sides, overlong and badly proportioned pairs.
+    """Encode the training pairs, filtering empty sides, overlong and badly proportioned pairs
+    (and, with ``drop_unknown``, pairs holding an unknown piece: a corpus that did not teach the
+    vocabulary, e.g. a lexicon of rare words, would otherwise teach the model to map <unk> to them).
 
     Returns the encoded pairs, their text (same order) and what was filtered.
     """
@@ -118,7 +121,9 @@ def encode_train(
             counts.empty += 1
             continue
         x, y = tokenizer.encode_src(s), tokenizer.encode_tgt(t)
-        if len(x) > max_len or len(y) + 1 > max_len:
+        if drop_unknown and (UNK in x or UNK in y):
+            counts.unknown += 1
+        elif len(x) > max_len or len(y) + 1 > max_len:
             counts.too_long += 1
         elif max(len(x), len(y) + 1) > max_ratio * min(len(x), len(y) + 1):
             counts.ratio += 1
@@ -228,18 +233,27 @@ def _build(cfg: DataConfig, directory: Path) -> None:
     splits = make_splits(cfg)
     if len(splits.train) == 0:
         raise UserError("data: no training pairs left after the dev/test split; lower data.dev_size/test_size")
+    teaching = [part for part, c in zip(splits.train_parts(), cfg.corpus_list(), strict=True) if c.vocab]
     tokenizer = Tokenizer.train(
-        splits.train.src, splits.train.tgt, cfg.vocab_size, cfg.joint_vocab, cfg.spm_model_type, cfg.character_coverage
+        [s for part in teaching for s in part.src],
+        [t for part in teaching for t in part.tgt],
+        cfg.vocab_size,
+        cfg.joint_vocab,
+        cfg.spm_model_type,
+        cfg.character_coverage,
     )
     tokenizer.save(directory)
     encoded, train_text, counts = [], Split([], []), FilterCounts()
-    for corpus, part in zip(splits.corpora, splits.train_parts(), strict=True):
-        part_encoded, part_text, part_counts = encode_train(part, tokenizer, cfg.max_len, cfg.max_ratio)
+    for corpus, part, setting in zip(splits.corpora, splits.train_parts(), cfg.corpus_list(), strict=True):
+        part_encoded, part_text, part_counts = encode_train(
+            part, tokenizer, cfg.max_len, cfg.max_ratio, drop_unknown=not setting.vocab
+        )
         corpus.train = len(part_encoded)
         encoded.append(part_encoded)
         train_text.src += part_text.src
         train_text.tgt += part_text.tgt
-        for reason in ("empty", "too_long", "ratio"):
+        corpus.filtered = len(part) - len(part_encoded)
+        for reason in ("empty", "too_long", "ratio", "unknown"):
             setattr(counts, reason, getattr(counts, reason) + getattr(part_counts, reason))
     train = EncodedSplit.concat(encoded)
     for index, part in enumerate(encoded):
@@ -264,6 +278,7 @@ def _build(cfg: DataConfig, directory: Path) -> None:
         "filtered_empty": counts.empty,
         "filtered_too_long": counts.too_long,
         "filtered_ratio": counts.ratio,
+        "filtered_unknown": counts.unknown,
         "train": len(train),
         "dev": len(splits.dev),
         "test": len(splits.test),

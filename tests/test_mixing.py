@@ -1,6 +1,7 @@
 """Several corpora mixed by weight (data.corpora, seq2seq.mixing): each epoch's proportions, seeded
 draws without repeats, the pipeline reading and checking every corpus, and a single corpus unchanged."""
 
+import json
 from collections import Counter
 
 import pytest
@@ -12,6 +13,7 @@ from seq2seq.config import load_config
 from seq2seq.corpus import read_pair_files
 from seq2seq.dataset import prepare_data
 from seq2seq.mixing import CorpusMix
+from seq2seq.tokenizer import UNK
 
 SIZES, WEIGHTS = (300, 40, 1000), (1.0, 0.5, 0.25)
 
@@ -169,3 +171,21 @@ def test_corpora_config_errors_name_the_corpus(setting, named):
 def test_corpora_and_src_together_are_refused():
     line = one_line_error(run_cli("prepare", "--config", TOY, *sets('data.corpora=[{"name": "a", "tsv": "x"}]')))
     assert "data.corpora replaces data.src/tgt/tsv" in line
+
+
+def test_a_corpus_outside_the_vocabulary_loses_its_pairs_with_unknown_pieces(tmp_path, toy_cache):
+    """vocab: false keeps the other corpora's tokenizer; its pairs with a piece outside it are counted and dropped."""
+    zh, en = _lexicon(tmp_path / "lex.zh", tmp_path / "lex.en")
+    write_lines(tmp_path / "lex.zh", zh + ["鬱鬱蔥蔥", "龘"])  # characters the toy corpus never uses
+    write_lines(tmp_path / "lex.en", en + ["lush", "dragon"])
+    lex = {"name": "lex", "src": str(tmp_path / "lex.zh"), "tgt": str(tmp_path / "lex.en"), "vocab": False}
+    toy = {"name": "toy", "src": str(TOY_SRC), "tgt": str(TOY_TGT)}
+    corpora = "data.corpora=" + json.dumps([toy, lex])
+    cfg = load_config(REPO / TOY, ["data.src=null", "data.tgt=null", corpora, f"data.cache_dir={tmp_path / 'c'}"])
+    data = prepare_data(cfg.data)
+    plain = prepare_data(load_config(REPO / TOY, [f"data.cache_dir={toy_cache}"]).data)
+    assert data.tokenizer.src.serialized_model_proto() == plain.tokenizer.src.serialized_model_proto()
+    assert data.report["filtered_unknown"] >= 2 and data.report["corpora"][1]["filtered"] >= 2
+    assert "鬱鬱蔥蔥" not in data.train_text.src and "lush" not in data.train_text.tgt
+    lexicon_part = range(data.corpus_sizes[0], len(data.train))  # the vocabulary corpus itself may hold rare <unk>s
+    assert all(UNK not in ids for ids in data.train.sources(list(lexicon_part)))
