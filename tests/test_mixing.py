@@ -2,16 +2,18 @@
 draws without repeats, the pipeline reading and checking every corpus, and a single corpus unchanged."""
 
 import json
+import re
 from collections import Counter
 
 import pytest
 import torch
-from conftest import REPO, TOY, TOY_SRC, TOY_TGT, one_line_error, run_cli, sets, write_lines
+from conftest import REPO, TOY, TOY_SRC, TOY_TGT, run_cli, sets, write_lines
 
 from seq2seq.batching import BucketSampler
 from seq2seq.config import load_config
 from seq2seq.corpus import read_pair_files
 from seq2seq.dataset import prepare_data
+from seq2seq.errors import UserError
 from seq2seq.mixing import CorpusMix
 from seq2seq.tokenizer import UNK
 
@@ -146,12 +148,13 @@ def test_a_single_corpus_listed_in_corpora_equals_the_plain_config(tmp_path, toy
 def test_a_bad_corpus_is_named(tmp_path):
     _lexicon(tmp_path / "lex.zh", tmp_path / "lex.en")
     (tmp_path / "lex.en").write_text("only one line\n", encoding="utf-8")
-    overrides = sets("data.src=null", "data.tgt=null", _corpora(tmp_path), f"data.cache_dir={tmp_path / 'c'}")
-    line = one_line_error(run_cli("prepare", "--config", TOY, *overrides))
-    assert "lex.zh" in line and "line-aligned" in line
+    overrides = ["data.src=null", "data.tgt=null", _corpora(tmp_path), f"data.cache_dir={tmp_path / 'c'}"]
+    cfg = load_config(REPO / TOY, overrides)
+    with pytest.raises(UserError, match=r"lex\.zh has 150 lines but .*lex\.en has 1; the files must be line-aligned"):
+        prepare_data(cfg.data)
     (tmp_path / "lex.en").unlink()
-    line = one_line_error(run_cli("prepare", "--config", TOY, *overrides))
-    assert "data.corpora[1] (lex).tgt" in line and "lex.en" in line
+    with pytest.raises(UserError, match=r"data\.corpora\[1\] \(lex\)\.tgt: file .*lex\.en not found"):
+        prepare_data(cfg.data)
 
 
 @pytest.mark.parametrize(
@@ -161,16 +164,17 @@ def test_a_bad_corpus_is_named(tmp_path):
         ('data.corpora=[{"name": "a", "tsv": "x", "weight": 0}]', "data.corpora[0] (a): weight must be positive"),
         ('data.corpora=[{"name": "a", "tsv": "x"}, {"name": "a", "tsv": "y"}]', "its own name"),
         ('data.corpora=[{"name": "a", "tsv": "x", "wieght": 2}]', "did you mean 'weight'"),
+        ('data.corpora=[{"name": "a", "tsv": "x", "vocab": false}]', "at least one corpus must teach"),
     ],
 )
 def test_corpora_config_errors_name_the_corpus(setting, named):
-    line = one_line_error(run_cli("prepare", "--config", TOY, *sets("data.src=null", "data.tgt=null", setting)))
-    assert named in line
+    with pytest.raises(UserError, match=re.escape(named)):
+        load_config(REPO / TOY, ["data.src=null", "data.tgt=null", setting])
 
 
 def test_corpora_and_src_together_are_refused():
-    line = one_line_error(run_cli("prepare", "--config", TOY, *sets('data.corpora=[{"name": "a", "tsv": "x"}]')))
-    assert "data.corpora replaces data.src/tgt/tsv" in line
+    with pytest.raises(UserError, match="data.corpora replaces data.src/tgt/tsv"):
+        load_config(REPO / TOY, ['data.corpora=[{"name": "a", "tsv": "x"}]'])
 
 
 def test_a_corpus_outside_the_vocabulary_loses_its_pairs_with_unknown_pieces(tmp_path, toy_cache):
