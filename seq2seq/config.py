@@ -47,6 +47,24 @@ class ModelConfig:
         return self.head_dim if self.head_dim is not None else self.d_model // self.heads
 
 
+Script = Literal["keep", "simplified", "traditional"]
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """One corpus of several (``data.corpora``): its files, a name for reports and errors, a sampling weight."""
+
+    name: str = "corpus"
+    src: str | None = None  # line-aligned source file, or ...
+    tgt: str | None = None  # ... target file
+    tsv: str | None = None  # ... one TSV file with both sides
+    src_column: int = 1
+    tgt_column: int = 0
+    weight: float = 1.0  # pairs per epoch relative to the other corpora's (see seq2seq.mixing)
+    eval: bool = False  # dev/test are split off this corpus (default: the first)
+    vocab: bool = True  # its training pairs teach the subword vocabulary; false: its pairs with unknown pieces go
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """Where the corpus is and how it becomes batches."""
@@ -72,6 +90,21 @@ class DataConfig:
     subword_alpha: float = 0.0  # subword regularization: re-segment the training set each epoch; 0: off
     batch_tokens: int = 4096
     cache_dir: str = "data/cache"
+    split_similarity: float = 0.8  # pairs whose source or target are this similar stay on one side; 1: identical only
+    src_script: Script = "keep"  # Chinese script of the source side: keep | simplified | traditional (OpenCC)
+    tgt_script: Script = "keep"  # ... of the target side
+    corpora: tuple[CorpusConfig, ...] = ()  # several corpora mixed by weight, instead of src/tgt/tsv
+
+    def corpus_list(self) -> tuple[CorpusConfig, ...]:
+        """The corpora to read: ``corpora``, or the single corpus of ``src``/``tgt``/``tsv``."""
+        if self.corpora:
+            return self.corpora
+        return (CorpusConfig("corpus", self.src, self.tgt, self.tsv, self.src_column, self.tgt_column, eval=True),)
+
+    def eval_corpus(self) -> int:
+        """Index of the corpus dev/test are split off: the one marked ``eval``, else the first."""
+        marked = [i for i, c in enumerate(self.corpus_list()) if c.eval]
+        return marked[0] if marked else 0
 
 
 @dataclass(frozen=True)
@@ -142,6 +175,13 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if value not in typing.get_args(tp):
             raise UserError(f"{where}: {value!r} is not one of {list(typing.get_args(tp))}")
         return value
+    if origin is tuple and typing.get_args(tp)[1:] == (Ellipsis,):
+        item = typing.get_args(tp)[0]
+        if not isinstance(value, list | tuple):
+            raise UserError(f"{where}: expected a list, got {value!r}")
+        if dataclasses.is_dataclass(item):
+            return tuple(_build(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is tuple:
         args = typing.get_args(tp)
         if not isinstance(value, list | tuple) or len(value) != len(args):
@@ -201,8 +241,36 @@ def _validate(cfg: Config, where: str) -> None:
             "model.dropout, attention_dropout and activation_dropout must be in [0, 1)",
         ),
         (
-            lambda: d.src is not None and d.tgt is not None or d.tsv is not None,
+            lambda: d.corpora or d.src is not None and d.tgt is not None or d.tsv is not None,
             "set data.src and data.tgt (two line-aligned files) or data.tsv",
+        ),
+        (
+            lambda: not d.corpora or d.src is None and d.tgt is None and d.tsv is None,
+            "data.corpora replaces data.src/tgt/tsv: set those to null, or list the corpus in data.corpora",
+        ),
+        *[
+            check
+            for i, c in enumerate(d.corpora)
+            for check in (
+                (
+                    lambda c=c: c.src is not None and c.tgt is not None or c.tsv is not None,
+                    f"data.corpora[{i}] ({c.name}): set src and tgt (two line-aligned files) or tsv",
+                ),
+                (lambda c=c: c.weight > 0, f"data.corpora[{i}] ({c.name}): weight must be positive"),
+            )
+        ],
+        (
+            lambda: len({c.name for c in d.corpora}) == len(d.corpora),
+            "data.corpora: every corpus needs its own name",
+        ),
+        (lambda: sum(c.eval for c in d.corpora) <= 1, "data.corpora: mark at most one corpus eval: true"),
+        (
+            lambda: not d.corpora or any(c.vocab for c in d.corpora),
+            "data.corpora: at least one corpus must teach the vocabulary (vocab: true)",
+        ),
+        (
+            lambda: 0 < d.split_similarity <= 1,
+            "data.split_similarity must be in (0, 1] (1 groups identical sentences only)",
         ),
         (lambda: (d.dev_src is None) == (d.dev_tgt is None), "set both data.dev_src and data.dev_tgt, or neither"),
         (lambda: (d.test_src is None) == (d.test_tgt is None), "set both data.test_src and data.test_tgt, or neither"),

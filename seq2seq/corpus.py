@@ -3,18 +3,25 @@
 Input is two line-aligned UTF-8 files or one TSV file. Problems that make the
 corpus unusable (missing or empty file, bad UTF-8, misaligned files, short TSV
 rows) raise ``UserError`` naming file and line. The split into train/dev/test is
-seeded and group-aware: pairs sharing a source or a target sentence land on the
-same side, so dev/test never contain a sentence the model saw in training.
+seeded and group-aware: pairs sharing a source or a target sentence, or whose
+sources or targets are near-duplicates (``seq2seq.neardup``, above
+``data.split_similarity``), land on the same side, so dev/test measure what the
+model makes of sentences it has not seen, not how well it remembers their twins.
+Several corpora (``data.corpora``) are each read and checked alike; dev/test come
+from one of them, the others only train.
 """
 
 import random
 import re
 import unicodedata
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from seq2seq.config import DataConfig
+from seq2seq.config import CorpusConfig, DataConfig
 from seq2seq.errors import UserError
+from seq2seq.neardup import near_duplicates
+from seq2seq.script import converter
 
 _SPACES = re.compile(r"\s+")
 
@@ -28,6 +35,12 @@ def normalize(text: str) -> str:
     NFKC, one between a letter and a combining accent would leave the pair uncomposed.)
     """
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", text.replace("\ufeff", ""))).strip()
+
+
+def normalizer(script: str, key: str = "data.src_script") -> Callable[[str], str]:
+    """``normalize`` followed by the conversion to ``script`` (``seq2seq.script``); ``key`` names the setting."""
+    convert = converter(script, key)
+    return lambda text: convert(normalize(text))
 
 
 def read_lines(path: str | Path, key: str) -> list[str]:
@@ -69,28 +82,36 @@ def read_pair_files(src_path: str, tgt_path: str, key_prefix: str = "data.") -> 
     return src, tgt
 
 
-def read_tsv(path: str, src_column: int, tgt_column: int) -> tuple[list[str], list[str]]:
-    """A TSV file -> (sources, targets) from the given 0-based columns."""
+def read_tsv(path: str, src_column: int, tgt_column: int, key: str = "data.tsv") -> tuple[list[str], list[str]]:
+    """A TSV file -> (sources, targets) from the given 0-based columns; ``key`` names the setting in errors."""
     need = max(src_column, tgt_column) + 1
     src, tgt = [], []
-    for number, line in enumerate(read_lines(path, "data.tsv"), start=1):
+    for number, line in enumerate(read_lines(path, key), start=1):
         columns = line.split("\t")
         if len(columns) < need:
             raise UserError(
-                f"{path} line {number}: expected at least {need} tab-separated columns, found {len(columns)}"
+                f"{path} line {number} ({key}): expected at least {need} tab-separated columns, found {len(columns)}"
             )
         src.append(columns[src_column])
         tgt.append(columns[tgt_column])
     return src, tgt
 
 
-def read_corpus(cfg: DataConfig) -> tuple[list[str], list[str]]:
-    """The training corpus named by the config, normalized."""
-    if cfg.tsv is not None:
-        src, tgt = read_tsv(cfg.tsv, cfg.src_column, cfg.tgt_column)
+def corpus_key(cfg: DataConfig, index: int) -> str:
+    """How errors name a corpus's settings: ``data.`` for the single corpus, ``data.corpora[i] (name).`` else."""
+    return f"data.corpora[{index}] ({cfg.corpora[index].name})." if cfg.corpora else "data."
+
+
+def read_corpus(cfg: DataConfig, index: int = 0) -> tuple[list[str], list[str]]:
+    """Corpus ``index`` of the config (the only one, by default), normalized and in the configured scripts."""
+    corpus: CorpusConfig = cfg.corpus_list()[index]
+    key = corpus_key(cfg, index)
+    if corpus.tsv is not None:
+        src, tgt = read_tsv(corpus.tsv, corpus.src_column, corpus.tgt_column, f"{key}tsv")
     else:
-        src, tgt = read_pair_files(cfg.src, cfg.tgt)
-    return [normalize(s) for s in src], [normalize(t) for t in tgt]
+        src, tgt = read_pair_files(corpus.src, corpus.tgt, key)
+    src_norm, tgt_norm = normalizer(cfg.src_script, "data.src_script"), normalizer(cfg.tgt_script, "data.tgt_script")
+    return [src_norm(s) for s in src], [tgt_norm(t) for t in tgt]
 
 
 @dataclass
@@ -104,8 +125,9 @@ class Split:
         return len(self.src)
 
 
-def _components(src: list[str], tgt: list[str]) -> list[list[int]]:
-    """Pair indices grouped into connected components (pairs linked by a shared sentence)."""
+def _components(src: list[str], tgt: list[str], similar: float = 1.0) -> list[list[int]]:
+    """Pair indices grouped into connected components: pairs linked by a shared sentence, or by
+    sources (or targets) at least ``similar`` alike (1: identical only)."""
     parent: dict[str, str] = {}
 
     def find(node: str) -> str:
@@ -118,6 +140,13 @@ def _components(src: list[str], tgt: list[str]) -> list[list[int]]:
         a, b = find("s\t" + s), find("t\t" + t)
         if a != b:
             parent[a] = b
+    if similar < 1:
+        links = [("s\t" + a, "s\t" + b) for a, b in near_duplicates(src, similar)]
+        links += [("t\t" + a, "t\t" + b) for a, b in near_duplicates(tgt, similar)]
+        for a, b in links:
+            a, b = find(a), find(b)
+            if a != b:
+                parent[a] = b
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(src):
         groups.setdefault(find("s\t" + s), []).append(i)
@@ -125,14 +154,14 @@ def _components(src: list[str], tgt: list[str]) -> list[list[int]]:
 
 
 def group_split(
-    src: list[str], tgt: list[str], dev_size: int, test_size: int, seed: int
+    src: list[str], tgt: list[str], dev_size: int, test_size: int, seed: int, similar: float = 1.0
 ) -> tuple[list[int], list[int], list[int]]:
     """Seeded, group-aware split -> (train, dev, test) pair indices.
 
-    Whole groups are dealt in a seeded random order to test, then dev, until each
-    has its size; a group that would overshoot a split goes to train instead.
+    Whole groups (``_components``) are dealt in a seeded random order to test, then dev,
+    until each has its size; a group that would overshoot a split goes to train instead.
     """
-    groups = _components(src, tgt)
+    groups = _components(src, tgt, similar)
     random.Random(seed).shuffle(groups)
     train: list[int] = []
     dev: list[int] = []
@@ -148,8 +177,22 @@ def group_split(
 
 
 @dataclass
+class CorpusCounts:
+    """What reading one corpus gave: its name and weight, pairs read, duplicates, training pairs."""
+
+    name: str
+    weight: float
+    read: int
+    duplicates: int
+    train: int = 0
+    overlap: int = 0  # training pairs dropped for sharing a sentence with dev/test
+    filtered: int = 0  # training pairs dropped by the encoder's filters (too long, ratio, unknown pieces)
+
+
+@dataclass
 class Splits:
-    """Train/dev/test and what happened on the way."""
+    """Train/dev/test and what happened on the way. ``train`` holds the corpora one after another,
+    in config order; ``corpora[i].train`` of its pairs come from corpus i."""
 
     train: Split
     dev: Split
@@ -157,32 +200,66 @@ class Splits:
     read: int
     duplicates: int
     overlap: int
+    corpora: list[CorpusCounts] = field(default_factory=list)
+
+    def train_parts(self) -> list[Split]:
+        """``train`` cut back into one Split per corpus."""
+        parts, start = [], 0
+        for counts in self.corpora:
+            end = start + counts.train
+            parts.append(Split(self.train.src[start:end], self.train.tgt[start:end]))
+            start = end
+        return parts
+
+
+def _deduplicated(src: list[str], tgt: list[str]) -> tuple[list[str], list[str]]:
+    """The pairs without exact repeats, first occurrences in order."""
+    seen: set[tuple[str, str]] = set()
+    keep = [i for i, pair in enumerate(zip(src, tgt, strict=True)) if not (pair in seen or seen.add(pair))]
+    return [src[i] for i in keep], [tgt[i] for i in keep]
 
 
 def make_splits(cfg: DataConfig) -> Splits:
-    """Read the corpus, drop exact duplicates, then split it (or take dev/test from the config)."""
-    src, tgt = read_corpus(cfg)
-    seen: set[tuple[str, str]] = set()
-    keep = [i for i, pair in enumerate(zip(src, tgt, strict=True)) if not (pair in seen or seen.add(pair))]
-    duplicates = len(src) - len(keep)
-    src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+    """Read every corpus and drop its exact duplicates; split the eval corpus (or take dev/test from
+    the config); the other corpora only train. Training pairs sharing a sentence with dev/test go."""
+    src_norm, tgt_norm = normalizer(cfg.src_script, "data.src_script"), normalizer(cfg.tgt_script, "data.tgt_script")
+    reference = cfg.eval_corpus()
+    parts: list[Split] = []
+    counts: list[CorpusCounts] = []
+    for index, corpus in enumerate(cfg.corpus_list()):
+        src, tgt = read_corpus(cfg, index)
+        unique_src, unique_tgt = _deduplicated(src, tgt)
+        parts.append(Split(unique_src, unique_tgt))
+        counts.append(CorpusCounts(corpus.name, corpus.weight, len(src), len(src) - len(unique_src)))
+    src, tgt = parts[reference].src, parts[reference].tgt
     if cfg.dev_src is None or cfg.test_src is None:
         dev_size = 0 if cfg.dev_src else cfg.dev_size
         test_size = 0 if cfg.test_src else cfg.test_size
-        train_i, dev_i, test_i = group_split(src, tgt, dev_size, test_size, cfg.split_seed)
-        train = Split([src[i] for i in train_i], [tgt[i] for i in train_i])
+        train_i, dev_i, test_i = group_split(src, tgt, dev_size, test_size, cfg.split_seed, cfg.split_similarity)
+        parts[reference] = Split([src[i] for i in train_i], [tgt[i] for i in train_i])
         dev = Split([src[i] for i in dev_i], [tgt[i] for i in dev_i])
         test = Split([src[i] for i in test_i], [tgt[i] for i in test_i])
     else:
-        train, dev, test = Split(src, tgt), Split([], []), Split([], [])
+        dev, test = Split([], []), Split([], [])
     for name, split in (("dev", dev), ("test", test)):
         given = getattr(cfg, f"{name}_src")
         if given is not None:
             s, t = read_pair_files(given, getattr(cfg, f"{name}_tgt"), f"data.{name}_")
-            split.src, split.tgt = [normalize(x) for x in s], [normalize(x) for x in t]
-    # Explicit dev/test files may share sentences with the training corpus: drop those pairs from train.
+            split.src, split.tgt = [src_norm(x) for x in s], [tgt_norm(x) for x in t]
+    # Explicit dev/test files, or a second corpus, may share sentences with dev/test: drop those pairs from train.
     held_src, held_tgt = set(dev.src) | set(test.src), set(dev.tgt) | set(test.tgt)
-    kept = [i for i in range(len(train)) if train.src[i] not in held_src and train.tgt[i] not in held_tgt]
-    overlap = len(train) - len(kept)
-    train = Split([train.src[i] for i in kept], [train.tgt[i] for i in kept])
-    return Splits(train, dev, test, read=len(keep) + duplicates, duplicates=duplicates, overlap=overlap)
+    train = Split([], [])
+    for part, count in zip(parts, counts, strict=True):
+        kept = [i for i in range(len(part)) if part.src[i] not in held_src and part.tgt[i] not in held_tgt]
+        count.train, count.overlap = len(kept), len(part) - len(kept)
+        train.src += [part.src[i] for i in kept]
+        train.tgt += [part.tgt[i] for i in kept]
+    return Splits(
+        train,
+        dev,
+        test,
+        read=sum(c.read for c in counts),
+        duplicates=sum(c.duplicates for c in counts),
+        overlap=sum(c.overlap for c in counts),
+        corpora=counts,
+    )

@@ -41,7 +41,7 @@ from seq2seq.layers import MultiHeadAttention
 from seq2seq.model import Transformer
 from seq2seq.search import Hypothesis, length_limits, pad_batch
 from seq2seq.tokenizer import BOS, EOS, JOINT, SRC, TGT, UNK, Tokenizer
-from seq2seq.translate import Translator
+from seq2seq.translate import Translator, source_normalizer, target_normalizer
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_bfloat16", "bfloat16")
 SETTINGS = "seq2seq.json"  # our config (decoding settings, max_positions) next to CTranslate2's files
@@ -211,7 +211,15 @@ class CTranslate2Translator(Translator):
             supported = ", ".join(sorted(ct2.get_supported_compute_types("cpu")))
             raise UserError(f"CTranslate2 cannot run {model_dir} as {compute_type} here ({supported}): {err}") from None
         tokenizer = Tokenizer.load(model_dir)
-        super().__init__(None, tokenizer, cfg.decode, torch.device("cpu"), max_positions=cfg.model.max_positions)
+        super().__init__(
+            None,
+            tokenizer,
+            cfg.decode,
+            torch.device("cpu"),
+            max_positions=cfg.model.max_positions,
+            normalize_source=source_normalizer(cfg),
+            normalize_target=target_normalizer(cfg),
+        )
         self.compute_type = self.engine.compute_type
         self._tgt_ids = {piece: i for i, piece in enumerate(_pieces(tokenizer.tgt))}
 

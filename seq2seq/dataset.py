@@ -4,7 +4,11 @@
 ``data.cache_dir/<key>``, the key hashing the corpus bytes, the data settings and
 the pipeline version, so a second run starts in seconds and any change to the
 corpus or settings rebuilds. The tokenizer and the dev/test text are copied into
-the run directory, which then holds everything ``translate`` and ``evaluate`` need.
+the run directory, which then holds everything ``translate`` and ``evaluate`` need:
+with them ``test.novelty``, the similarity of each test source to its closest
+training source (``seq2seq.neardup``), which ``evaluate`` buckets BLEU by, and, when
+the source script is normalized, the test sources in the other script
+(``test.traditional.src`` / ``test.simplified.src``).
 """
 
 import hashlib
@@ -22,11 +26,13 @@ from torch import Tensor
 from seq2seq.atomic import write_bytes_atomically
 from seq2seq.batching import Batch, make_batch
 from seq2seq.config import DataConfig
-from seq2seq.corpus import Split, make_splits
+from seq2seq.corpus import Split, corpus_key, make_splits
 from seq2seq.errors import UserError
-from seq2seq.tokenizer import Tokenizer, seed_sampling
+from seq2seq.neardup import closest_similarity
+from seq2seq.script import OTHER_SCRIPT, converter
+from seq2seq.tokenizer import UNK, Tokenizer, seed_sampling
 
-PIPELINE_VERSION = 2
+PIPELINE_VERSION = 3
 # Settings that do not change the encoded data, so they stay out of the cache key.
 _NOT_IN_KEY = {"batch_tokens", "cache_dir", "subword_alpha"}
 
@@ -50,6 +56,21 @@ class EncodedSplit:
             return tokens, offsets
 
         return cls(*flat(src), *flat(tgt))
+
+    @classmethod
+    def concat(cls, parts: list["EncodedSplit"]) -> "EncodedSplit":
+        """The sentences of ``parts``, one part after another."""
+
+        def offsets(name: str) -> Tensor:
+            lengths = torch.cat([getattr(p, name).diff() for p in parts])
+            return torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+
+        return cls(
+            torch.cat([p.src_tokens for p in parts]),
+            offsets("src_offsets"),
+            torch.cat([p.tgt_tokens for p in parts]),
+            offsets("tgt_offsets"),
+        )
 
     def __len__(self) -> int:
         return len(self.src_offsets) - 1
@@ -82,12 +103,15 @@ class FilterCounts:
     empty: int = 0
     too_long: int = 0
     ratio: int = 0
+    unknown: int = 0  # a piece outside the vocabulary (only for corpora that did not teach it)
 
 
 def encode_train(
-    split: Split, tokenizer: Tokenizer, max_len: int, max_ratio: float
+    split: Split, tokenizer: Tokenizer, max_len: int, max_ratio: float, drop_unknown: bool = False
 ) -> tuple[EncodedSplit, Split, FilterCounts]:
-    """Encode the training pairs, filtering empty sides, overlong and badly proportioned pairs.
+    """Encode the training pairs, filtering empty sides, overlong and badly proportioned pairs
+    (and, with ``drop_unknown``, pairs holding an unknown piece: a corpus that did not teach the
+    vocabulary, e.g. a lexicon of rare words, would otherwise teach the model to map <unk> to them).
 
     Returns the encoded pairs, their text (same order) and what was filtered.
     """
@@ -98,7 +122,9 @@ def encode_train(
             counts.empty += 1
             continue
         x, y = tokenizer.encode_src(s), tokenizer.encode_tgt(t)
-        if len(x) > max_len or len(y) + 1 > max_len:
+        if drop_unknown and (UNK in x or UNK in y):
+            counts.unknown += 1
+        elif len(x) > max_len or len(y) + 1 > max_len:
             counts.too_long += 1
         elif max(len(x), len(y) + 1) > max_ratio * min(len(x), len(y) + 1):
             counts.ratio += 1
@@ -158,10 +184,11 @@ class PreparedData:
     dev_text: Split
     test_text: Split
     report: dict
+    corpus_sizes: list[int]  # training pairs of each corpus, in storage order (config order)
 
 
-def _file_digest(path: str | None, digest: "hashlib._Hash") -> None:
-    """Add a file's size and bytes (or a marker for an absent one) to ``digest``."""
+def _file_digest(path: str | None, digest: "hashlib._Hash", key: str) -> None:
+    """Add a file's size and bytes (or a marker for an absent one) to ``digest``; ``key`` names the setting."""
     if path is None:
         digest.update(b"none;")
         return
@@ -172,7 +199,7 @@ def _file_digest(path: str | None, digest: "hashlib._Hash") -> None:
                 digest.update(chunk)
     except OSError:
         raise UserError(
-            f"data file {path} not found or unreadable; fetch it with scripts/fetch_data.py or fix the path"
+            f"{key}: file {path} not found or unreadable; fetch it with scripts/fetch_data.py or fix the path"
         ) from None
 
 
@@ -181,8 +208,14 @@ def cache_key(cfg: DataConfig) -> str:
     digest = hashlib.sha256()
     settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
     digest.update(json.dumps([PIPELINE_VERSION, settings], sort_keys=True).encode())
-    for path in (cfg.tsv, cfg.src, cfg.tgt, cfg.dev_src, cfg.dev_tgt, cfg.test_src, cfg.test_tgt):
-        _file_digest(path, digest)
+    files = [
+        (getattr(corpus, name), f"{corpus_key(cfg, i)}{name}")
+        for i, corpus in enumerate(cfg.corpus_list())
+        for name in ("tsv", "src", "tgt")
+    ]
+    files += [(getattr(cfg, name), f"data.{name}") for name in ("dev_src", "dev_tgt", "test_src", "test_tgt")]
+    for path, key in files:
+        _file_digest(path, digest, key)
     return digest.hexdigest()[:16]
 
 
@@ -201,18 +234,44 @@ def _build(cfg: DataConfig, directory: Path) -> None:
     splits = make_splits(cfg)
     if len(splits.train) == 0:
         raise UserError("data: no training pairs left after the dev/test split; lower data.dev_size/test_size")
+    teaching = [part for part, c in zip(splits.train_parts(), cfg.corpus_list(), strict=True) if c.vocab]
     tokenizer = Tokenizer.train(
-        splits.train.src, splits.train.tgt, cfg.vocab_size, cfg.joint_vocab, cfg.spm_model_type, cfg.character_coverage
+        [s for part in teaching for s in part.src],
+        [t for part in teaching for t in part.tgt],
+        cfg.vocab_size,
+        cfg.joint_vocab,
+        cfg.spm_model_type,
+        cfg.character_coverage,
     )
     tokenizer.save(directory)
-    train, train_text, counts = encode_train(splits.train, tokenizer, cfg.max_len, cfg.max_ratio)
-    if len(train) == 0:
-        raise UserError("data: every training pair was filtered out; check data.max_len and data.max_ratio")
+    encoded, train_text, counts = [], Split([], []), FilterCounts()
+    for corpus, part, setting in zip(splits.corpora, splits.train_parts(), cfg.corpus_list(), strict=True):
+        part_encoded, part_text, part_counts = encode_train(
+            part, tokenizer, cfg.max_len, cfg.max_ratio, drop_unknown=not setting.vocab
+        )
+        corpus.train = len(part_encoded)
+        encoded.append(part_encoded)
+        train_text.src += part_text.src
+        train_text.tgt += part_text.tgt
+        corpus.filtered = len(part) - len(part_encoded)
+        for reason in ("empty", "too_long", "ratio", "unknown"):
+            setattr(counts, reason, getattr(counts, reason) + getattr(part_counts, reason))
+    train = EncodedSplit.concat(encoded)
+    for index, part in enumerate(encoded):
+        if len(part) == 0:
+            where = corpus_key(cfg, index).rstrip(".")
+            raise UserError(f"{where}: every training pair was filtered out; check data.max_len and data.max_ratio")
     dev = encode_eval(splits.dev, tokenizer)
-    torch.save({"train": train.state(), "dev": dev.state()}, directory / "encoded.pt")
+    sizes = [c.train for c in splits.corpora]
+    torch.save({"train": train.state(), "dev": dev.state(), "corpus_sizes": sizes}, directory / "encoded.pt")
     for name, split in (("train", train_text), ("dev", splits.dev), ("test", splits.test)):
         _write_lines(directory / f"{name}.src", split.src)
         _write_lines(directory / f"{name}.tgt", split.tgt)
+    novelty = closest_similarity(splits.test.src, train_text.src)
+    _write_lines(directory / "test.novelty", [f"{x:.4f}" for x in novelty])
+    if cfg.src_script != "keep":
+        other = OTHER_SCRIPT[cfg.src_script]
+        _write_lines(directory / f"test.{other}.src", [converter(other)(x) for x in splits.test.src])
     report = {
         "pairs_read": splits.read,
         "duplicates_removed": splits.duplicates,
@@ -220,9 +279,13 @@ def _build(cfg: DataConfig, directory: Path) -> None:
         "filtered_empty": counts.empty,
         "filtered_too_long": counts.too_long,
         "filtered_ratio": counts.ratio,
+        "filtered_unknown": counts.unknown,
         "train": len(train),
         "dev": len(splits.dev),
         "test": len(splits.test),
+        "corpora": [asdict(c) for c in splits.corpora],
+        "split_similarity": cfg.split_similarity,
+        "test_with_similar_train_source": round(sum(x >= 0.8 for x in novelty) / max(len(novelty), 1), 4),
         "src_vocab": tokenizer.src_vocab_size,
         "tgt_vocab": tokenizer.tgt_vocab_size,
         "build_seconds": round(time.perf_counter() - start, 2),
@@ -261,6 +324,7 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
         _read_split(directory, "dev"),
         _read_split(directory, "test"),
         report,
+        [int(n) for n in encoded["corpus_sizes"]],
     )
 
 
@@ -285,5 +349,6 @@ def _install_into_run(cache: Path, run_dir: Path) -> None:
     # Atomic: a run killed mid-copy must not leave a half tokenizer that the next start takes for another one.
     for name, model in wanted.items():
         write_bytes_atomically(run_dir / name, model)
-    for name in ("dev.src", "dev.tgt", "test.src", "test.tgt"):
+    others = [path.name for path in cache.glob("test.*.src")]  # the test sources in the other script
+    for name in ["dev.src", "dev.tgt", "test.src", "test.tgt", "test.novelty", *others]:
         write_bytes_atomically(run_dir / name, (cache / name).read_bytes())

@@ -17,7 +17,7 @@ import torch
 
 from seq2seq.errors import UserError
 from seq2seq.precision import use_bf16
-from seq2seq.translate import Translator, load_model
+from seq2seq.translate import Translator, load_model, source_normalizer, target_normalizer
 
 ENGINES = ("torch", "ctranslate2")
 PRECISIONS = ("auto", "float32", "bf16")
@@ -52,4 +52,12 @@ def load_translator(
     if engine != "torch":
         raise UserError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
     model, tokenizer, cfg = load_model(model_path, device, overrides)
-    return Translator(model, tokenizer, cfg.decode, device, decode_precision(precision, device))
+    return Translator(
+        model,
+        tokenizer,
+        cfg.decode,
+        device,
+        decode_precision(precision, device),
+        normalize_source=source_normalizer(cfg),
+        normalize_target=target_normalizer(cfg),
+    )

@@ -28,6 +28,7 @@ from seq2seq.dataset import EncodedSplit, PreparedData, Resegmented, prepare_dat
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
 from seq2seq.loss import projected_cross_entropy
+from seq2seq.mixing import CorpusMix
 from seq2seq.model import Transformer
 from seq2seq.precision import DESCRIPTIONS, MasterWeights, autocast, resolve_precision
 from seq2seq.runlog import RunLog, describe
@@ -171,12 +172,14 @@ class Trainer:
             if cfg.data.subword_alpha
             else None
         )
+        self.mix = CorpusMix.from_config(cfg.data, self.data.corpus_sizes, self.tc.seed)
         self.sampler = BucketSampler(
             train.src_lengths,
             train.tgt_lengths,
             cfg.data.batch_tokens,
             self.tc.seed,
             lengths_at=self._resegment if self.resegmented else None,
+            items_at=self.mix.epoch_items if self.mix else None,
         )
         # Lazy: the first batch is drawn by the first train_step, after resume() has restored the sampler.
         self.batches = iter(self.sampler)
@@ -359,6 +362,8 @@ class Trainer:
         validated_at = p.step if resumed else -1
         with RunLog(self.run_dir, tc.max_steps, p.step, quiet) as log:
             log.summary(self.data.report, model)
+            if self.mix:
+                log.line(f"data mix: {self.mix.describe()}")
             try:
                 while (reason := self._stop_reason(started, elapsed_before)) is None:
                     loss, tokens = self.train_step()

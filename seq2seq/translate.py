@@ -2,6 +2,7 @@
 
 import copy
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import torch
 
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import DEFAULT_CONFIG, Config, DecodeConfig, config_from_dict, parse_override
-from seq2seq.corpus import normalize
+from seq2seq.corpus import normalize, normalizer
 from seq2seq.errors import UserError
 from seq2seq.model import Transformer
 from seq2seq.search import Hypothesis, search_ids
@@ -78,12 +79,24 @@ class Translation:
         return self.outputs[0]
 
 
+def source_normalizer(cfg: Config) -> Callable[[str], str]:
+    """How a model's input is normalized: as its training sources were (``data.src_script`` included)."""
+    return normalizer(cfg.data.src_script, "data.src_script")
+
+
+def target_normalizer(cfg: Config) -> Callable[[str], str]:
+    """How text in the target language is normalized to compare with outputs (``data.tgt_script`` included)."""
+    return normalizer(cfg.data.tgt_script, "data.tgt_script")
+
+
 class Translator:
-    """A loaded model with its tokenizer and decoding settings.
+    """A loaded model with its tokenizer, decoding settings and source normalization.
 
     ``precision`` is the decoding precision (``float32`` or ``bf16``, see ``seq2seq.inference``):
     ``bf16`` decodes with a bf16 copy of the model's weights. Subclasses running another engine override ``search``
-    (``model`` is then None and ``max_positions`` says how long an input may be).
+    (``model`` is then None and ``max_positions`` says how long an input may be). ``normalize_source`` and
+    ``normalize_target`` are ``source_normalizer(cfg)`` and ``target_normalizer(cfg)`` of the model's config: input
+    is read as in training, and references are put in the script the model writes.
     """
 
     def __init__(
@@ -94,10 +107,13 @@ class Translator:
         device: torch.device,
         precision: str = "float32",
         max_positions: int | None = None,
+        normalize_source: Callable[[str], str] = normalize,
+        normalize_target: Callable[[str], str] = normalize,
     ) -> None:
         self.model, self.tokenizer, self.decode, self.device = model, tokenizer, decode, device
         self.precision = precision
         self.max_positions = max_positions if model is None else model.cfg.max_positions
+        self.normalize_source, self.normalize_target = normalize_source, normalize_target
         # A bf16 copy of the weights rather than autocast: autocast would cast every weight again at
         # every decoding step.
         bf16 = model is not None and precision == "bf16"
@@ -105,7 +121,7 @@ class Translator:
 
     def encode(self, text: str) -> list[int]:
         """Normalized source ids ``x… <end>``, truncated (with a warning) to what the model can read."""
-        ids = self.tokenizer.encode_src(normalize(text))
+        ids = self.tokenizer.encode_src(self.normalize_source(text))
         limit = self.max_positions
         if len(ids) > limit:
             print(f"warning: input of {len(ids)} tokens truncated to {limit}: {text[:40]}…", file=sys.stderr)

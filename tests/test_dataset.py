@@ -77,7 +77,7 @@ def test_report_matches_make_splits(built):
 
 def test_run_dir_receives_tokenizer_and_dev_test_text(built):
     _, run_dir, data = built
-    assert {p.name for p in run_dir.iterdir()} == {JOINT, "dev.src", "dev.tgt", "test.src", "test.tgt"}
+    assert {p.name for p in run_dir.iterdir()} == {JOINT, "dev.src", "dev.tgt", "test.src", "test.tgt", "test.novelty"}
     assert (run_dir / JOINT).read_bytes() == data.tokenizer.src.serialized_model_proto()
     assert (run_dir / "dev.src").read_text(encoding="utf-8").splitlines() == data.dev_text.src
     assert (run_dir / "dev.tgt").read_text(encoding="utf-8").splitlines() == data.dev_text.tgt

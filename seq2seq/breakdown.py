@@ -1,0 +1,43 @@
+"""BLEU by kind of sentence: by novelty (how alike the closest training source is) and by length.
+
+A corpus-level score hides where a model fails. Tatoeba repeats itself, so a test sentence
+may have a near-twin in training; the novelty buckets (``seq2seq.neardup`` similarity of a
+test source to its closest training source, written at prepare time as ``test.novelty``)
+separate recall of the corpus from translation of new sentences, and the length buckets show
+how a model copes with longer input.
+"""
+
+import math
+from dataclasses import dataclass
+
+from seq2seq.evaluate import score
+
+NOVELTY_BUCKETS = (
+    ("novel (< 0.6)", 0.0, 0.6),
+    ("similar (0.6-0.8)", 0.6, 0.8),
+    ("near-duplicate (>= 0.8)", 0.8, math.inf),
+)
+LENGTH_BUCKETS = (("1-6 chars", 0, 7), ("7-12 chars", 7, 13), ("13+ chars", 13, math.inf))
+
+
+@dataclass
+class BucketScore:
+    """Corpus BLEU and chrF of the sentences of one bucket."""
+
+    label: str
+    sentences: int
+    bleu: float
+    chrf: float
+
+
+def bucket_scores(
+    hypotheses: list[str], references: list[str], values: list[float], buckets: tuple[tuple[str, float, float], ...]
+) -> list[BucketScore]:
+    """Score the sentences whose ``values[i]`` falls in each ``[low, high)`` bucket (empty buckets are left out)."""
+    results = []
+    for label, low, high in buckets:
+        chosen = [i for i, v in enumerate(values) if low <= v < high]
+        if chosen:
+            s = score([hypotheses[i] for i in chosen], [references[i] for i in chosen])
+            results.append(BucketScore(label, len(chosen), s.bleu, s.chrf))
+    return results
