@@ -147,9 +147,8 @@ def toy_run(tmp_path_factory, toy_cache) -> Path:
     and empty translations would make output-alignment checks vacuous.
     """
     run = tmp_path_factory.mktemp("toy_run") / "run"
-    result = run_cli(
-        *toy_train_args(run, toy_cache, "train.max_steps=60", "train.eval_every=60", "train.eval_sentences=5")
-    )
+    settings = ("train.max_steps=60", "train.eval_every=60", "train.eval_sentences=5")
+    result = run_cli(*toy_train_args(run, toy_cache, *settings), timeout=600)  # minutes on a busy machine
     assert result.returncode == 0, result.stderr
     assert "best.pt" in result.stdout
     return run
