@@ -139,7 +139,7 @@ class SoakReport:
     """What a soak run did and found."""
 
     kills: int = 0
-    boundaries: list[str] = field(default_factory=list)  # checkpoint writes killed before, during and after
+    boundaries: list[str] = field(default_factory=list)  # checkpoint writes killed around
     killed_mid_training: int = 0  # kills after which the next start resumed past step 0 and before the end
     steps_at_kills: list[int] = field(default_factory=list)  # last.pt's step after each kill
     launches: int = 0
@@ -189,11 +189,14 @@ def run_with_kills(
 
 def run_through_boundaries(launcher: Launcher, argv: list[str], run_dir: Path, keys: list[str]) -> SoakReport:
     """For each checkpoint write of an uninterrupted run, in order: SIGKILL a resumed trainer just before
-    it, in the middle of it (temporary file written, not renamed) and just after it; check the files after
-    each kill; then let a last start finish. Deterministic: the kills land exactly between writes."""
+    it and in the middle of it (temporary file written, not renamed), and just after each last.pt (after
+    any other write comes the next write at once, so "before" that one is the same moment); check the files
+    after each kill; then let a last start finish. Deterministic: the kills land exactly between writes."""
     report, started = SoakReport(), time.perf_counter()
     log = run_dir.parent / f"{run_dir.name}.log"
-    targets = [(mode, key) for key in keys for mode in ("before", "during", "after")]
+    targets = [
+        (mode, key) for key in keys for mode in ("before", "during", "after") if mode != "after" or "last.pt" in key
+    ]
     for mode, key in targets:
         process = launcher.start(argv, log, (mode, key))
         report.launches += 1
@@ -205,7 +208,7 @@ def run_through_boundaries(launcher: Launcher, argv: list[str], run_dir: Path, k
             raise RuntimeError(f"{mode} {key}: the trainer failed (status {process.exitcode}); see {log}")
         report.kills += 1
         report.steps_at_kills.append(check_intact(run_dir))
-        if mode == "after":
+        if mode == "during":
             report.boundaries.append(key)
     process = launcher.start(argv, log)
     report.launches += 1
@@ -265,6 +268,9 @@ class Reference:
     """An uninterrupted run: its directory, its checkpoint writes in order, its timing (start-up, training)."""
 
     run_dir: Path
+    cache: Path
+    steps: int
+    eval_every: int
     writes: list[str]
     timing: tuple[float, float]
 
@@ -282,27 +288,24 @@ def reference_run(launcher: Launcher, work: Path, cache: Path, steps: int, eval_
             raise RuntimeError(f"the reference run failed; see {work / 'reference.log'}")
         durations.append(time.perf_counter() - start)
     keys = writes.read_text(encoding="utf-8").split()
-    return Reference(run_dir, keys, (durations[1], max(durations[0] - durations[1], 0.0)))
+    return Reference(run_dir, cache, steps, eval_every, keys, (durations[1], max(durations[0] - durations[1], 0.0)))
 
 
-def soak(work: Path, cache: Path, kills: int, steps: int, eval_every: int, seed: int) -> SoakReport:
-    """The reference run, the run killed at random moments, the comparison."""
-    launcher = Launcher()
-    reference = reference_run(launcher, work, cache, steps, eval_every)
-    resumed = work / "killed"
-    argv = train_argv(resumed, cache, steps, eval_every)
-    report = run_with_kills(launcher, argv, resumed, kills, steps, reference.timing, seed)
+def soak(launcher: Launcher, reference: Reference, work: Path, kills: int, seed: int) -> SoakReport:
+    """A run like ``reference`` (in ``work``) killed at random moments, compared with it."""
+    resumed = work / "random"
+    argv = train_argv(resumed, reference.cache, reference.steps, reference.eval_every)
+    report = run_with_kills(launcher, argv, resumed, kills, reference.steps, reference.timing, seed)
     report.differences = compare_runs(reference.run_dir, resumed)
     report.bit_exact = not report.differences
     return report
 
 
-def soak_boundaries(work: Path, cache: Path, steps: int, eval_every: int) -> SoakReport:
-    """The reference run, the run killed around each of its checkpoint writes, the comparison."""
-    launcher = Launcher()
-    reference = reference_run(launcher, work, cache, steps, eval_every)
-    resumed = work / "killed"
-    report = run_through_boundaries(launcher, train_argv(resumed, cache, steps, eval_every), resumed, reference.writes)
+def soak_boundaries(launcher: Launcher, reference: Reference, work: Path) -> SoakReport:
+    """A run like ``reference`` (in ``work``) killed around each of its checkpoint writes, compared with it."""
+    resumed = work / "boundaries"
+    argv = train_argv(resumed, reference.cache, reference.steps, reference.eval_every)
+    report = run_through_boundaries(launcher, argv, resumed, reference.writes)
     report.differences += compare_runs(reference.run_dir, resumed)
     report.bit_exact = not report.differences
     return report
@@ -319,12 +322,11 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="soak-kill-") as tmp:
         work = Path(tmp)
-        cache = args.cache or work / "cache"
-        (work / "random").mkdir()
-        (work / "boundaries").mkdir()
+        launcher = Launcher()
+        reference = reference_run(launcher, work, args.cache or work / "cache", args.steps, args.eval_every)
         reports = {
-            "random": soak(work / "random", cache, args.kills, args.steps, args.eval_every, args.seed),
-            "boundaries": soak_boundaries(work / "boundaries", cache, args.steps, args.eval_every),
+            "random": soak(launcher, reference, work, args.kills, args.seed),
+            "boundaries": soak_boundaries(launcher, reference, work),
         }
     text = json.dumps({name: asdict(report) for name, report in reports.items()}, indent=1)
     print(text)

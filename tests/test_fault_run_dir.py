@@ -66,27 +66,24 @@ def test_a_full_disk_in_the_middle_of_a_checkpoint_write(tmp_path, monkeypatch):
     assert _temporaries(tmp_path) == []
 
 
-def _limit_file_size() -> None:
-    """In the child: files can grow to 2 MB -- best.pt and every small file fit, the toy last.pt does not."""
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, 2_000_000))
-
-
-def test_a_full_disk_while_training_then_resume_once_space_returns(toy_run, toy_cache, tmp_path):
+def test_a_full_disk_while_training_then_resume_once_space_returns(toy_run, toy_cache, tmp_path, monkeypatch):
+    """Files may grow to 2 MB (RLIMIT_FSIZE: writes past it fail with EFBIG): best.pt and every small file fit,
+    the toy last.pt does not. Then the limit goes and the same run resumes."""
     run = tmp_path / "run"
-    shutil.copytree(toy_run, run)
-    args = ["-m", "seq2seq", "train", "--config", TOY, "--device", "cpu"]
-    args += sets(f"train.run_dir={run}", f"data.cache_dir={toy_cache}", "train.max_steps=62", "train.eval_every=100")
-    args += sets("train.threads=1", "train.eval_sentences=2")
-    run_train = lambda **limit: subprocess.run(  # noqa: E731
-        [sys.executable, *args], capture_output=True, text=True, cwd=REPO, env=CLI_ENV, timeout=120, **limit
-    )
-    full = run_train(preexec_fn=_limit_file_size)
-    assert full.returncode == 2 and "Traceback" not in full.stderr, full.stderr
-    error = full.stderr.strip().splitlines()[-1]  # the lines above it are the progress bar's
-    assert error.startswith(f"seq2seq: error: cannot write {run / 'last.pt'} (File too large)"), error
+    shutil.copytree(toy_run, run)  # last.pt at step 60
+    monkeypatch.chdir(REPO)
+    settings = [f"train.run_dir={run}", f"data.cache_dir={toy_cache}", "train.max_steps=62", "train.eval_every=100"]
+    cfg = load_config(TOY, [*settings, "train.threads=1", "train.eval_sentences=2", "train.device=cpu"])
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, hard))
+    try:
+        with pytest.raises(UserError) as info:
+            Trainer(cfg).fit(quiet=True)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert str(info.value).startswith(f"cannot write {run / 'last.pt'} (File too large); the previous version")
     assert _step(run) == 60 and _temporaries(run) == []  # the previous last.pt, whole
-    done = run_train()
-    assert done.returncode == 0, done.stderr
+    Trainer(cfg).fit(quiet=True)
     assert _step(run) == 62
     # The failed session recorded step 62's validation before its save failed; the resumed one dropped that
     # record with the rest past step 60, trained the steps again and recorded them once.
