@@ -45,8 +45,13 @@ def typed(tp: object) -> st.SearchStrategy:
         return st.sampled_from(args)
     if origin in (typing.Union, types.UnionType):
         return st.one_of([typed(a) for a in args])
+    if origin is tuple and args[-1] is Ellipsis:
+        return st.lists(typed(args[0]), max_size=2)
     if origin is tuple:
         return st.tuples(*[typed(a) for a in args]).map(list)
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return st.fixed_dictionaries({}, optional={key: typed(hint) for key, hint in hints.items()})
     return {
         int: st.integers(-2, 5000),
         float: st.floats(-1, 10) | st.sampled_from([0.0, 1.0, 1e-9, 0.999999]),
