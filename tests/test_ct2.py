@@ -56,9 +56,9 @@ def test_float32_beam4_matches_our_best_hypothesis(toy_run, exported):
     sentence at the same per-sentence limit (``CTranslate2Translator.search`` groups
     sentences by limit). They part ways in two places: (1) length normalization — ours
     divides by GNMT's ((5 + L) / 6)^α, CTranslate2 by L^α — which agree only at α = 0, so
-    the test runs there (at α = 1 the toy split differs on about a quarter of the
-    sentences); (2) float rounding: different matmul kernels can reorder two candidates
-    whose scores tie to within ~1e-6, after which the beams follow different paths.
+    the test runs there (at α = 1 the two rank some sentences' hypotheses differently);
+    (2) float rounding: different matmul kernels can reorder two candidates whose scores
+    tie to within rounding, after which the beams follow different paths.
     CTranslate2 also stops a sentence early once its best beam has ended when α = 0, which
     changes nothing: at α = 0 no longer hypothesis can outscore it.
     """
