@@ -20,6 +20,10 @@ How our model maps onto the specification:
   appended, as our encoder reads it;
 * LayerNorm epsilon 1e-5 (torch's default; CTranslate2's own differs).
 
+Every ``ModelConfig`` option has a counterpart (full-width heads through ``head_dim``, GELU
+through ``activation``; ``tests/test_ct2.py`` exports each shape); should the specification
+refuse a model, ``export_ctranslate2`` says so in one line with CTranslate2's reason.
+
 Decoding settings are translated per call (``CTranslate2Translator.search``): our length
 limit ``a·len(src) + b`` is per sentence, CTranslate2's ``max_decoding_length`` per call, so
 sentences are grouped by limit; ``min_decoding_length=0`` (ours allows an immediate <end>);
@@ -155,13 +159,17 @@ def export_ctranslate2(model_path: str | Path, out: str | Path, quantization: st
     ct2 = require_ctranslate2()
     checkpoint = resolve_checkpoint(model_path)
     model, tokenizer, cfg = load_model(checkpoint, torch.device("cpu"))
-    spec = build_spec(model, tokenizer)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a directory")
+    try:
+        spec = build_spec(model, tokenizer)
+        spec.validate()
+        spec.optimize(quantization=quantization)
+    except (ValueError, TypeError) as err:  # the specification refused a shape: name it
+        detail = " ".join(str(err).split())
+        raise UserError(f"{checkpoint}: CTranslate2 cannot express this model ({detail})") from None
     out.mkdir(parents=True, exist_ok=True)
-    spec.validate()
-    spec.optimize(quantization=quantization)
     spec.save(str(out))
     run_dir = checkpoint.parent
     for name in (JOINT, SRC, TGT, *COPIED):

@@ -42,8 +42,9 @@ def test_bf16_decodes_with_bf16_weights_and_keeps_the_model_float32(toy_run):
     a = [t.best.text for t in float32.translate(sentences, beam=1)]
     b = [t.best.text for t in bf16.translate(sentences, beam=1)]
     # bf16 rounds the logits: a few greedy choices flip, most outputs stay the same.
+    assert sum(bool(t) for t in a) >= len(sentences) // 4  # guard: the toy model says something
     assert sum(x == y for x, y in zip(a, b, strict=True)) >= 0.7 * len(sentences)
-    assert sum(bool(t) for t in b) >= 0.9 * len(sentences)
+    assert sum(bool(t) for t in b) >= 0.8 * sum(bool(t) for t in a)
 
 
 def test_cli_precision_flag(toy_run):
