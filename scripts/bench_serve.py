@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from machine import machine_info
 
-from seq2seq.translate import Translator, load_model
+from seq2seq.inference import PRECISIONS, load_translator
 
 
 def free_port() -> int:
@@ -110,6 +110,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="run directory (its test.src is the input)")
     parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto", help="as for translate/evaluate/serve")
     parser.add_argument("--clients", default="1,8,32", help="comma-separated client counts; 1 = sequential")
     parser.add_argument("--sentences", type=int, default=500, help="test sentences used (and batch-decoded)")
     parser.add_argument("--requests", type=int, default=400, help="at most this many requests per level")
@@ -126,10 +127,9 @@ def main() -> None:
     device = torch.device("cpu")
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    model, tokenizer, cfg = load_model(args.model, device)
-    translator = Translator(model, tokenizer, cfg.decode, device)
+    translator = load_translator(args.model, device, precision=args.precision)  # as evaluate and serve load it
     port = free_port()
-    server = start_server(args.model, port, ["--device", "cpu"], args.threads)
+    server = start_server(args.model, port, ["--device", "cpu", "--precision", args.precision], args.threads)
     rounds: list[dict] = []
     try:
         for number in range(args.rounds):
@@ -166,6 +166,7 @@ def main() -> None:
     summary = {
         "model": args.model,
         "beam": args.beam,
+        "precision": translator.precision,
         "sentences": len(sentences),
         "rounds": args.rounds,
         "machine": machine_info(device),
