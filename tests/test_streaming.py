@@ -94,20 +94,6 @@ def test_a_terminal_gets_a_prompt_and_each_line_translated_until_eof(toy_run, ex
     assert process.stderr.read().count("> ") == 3  # a prompt before each line and before Ctrl-D
 
 
-def test_invalid_utf8_on_stdin_is_one_line_naming_the_line(toy_run):
-    result = subprocess.run(
-        [sys.executable, "-m", "seq2seq", "translate", "--model", str(toy_run), "--device", "cpu", "--beam", "1"],
-        input="你好。\n".encode() + b"\xff\xfe\n",
-        capture_output=True,
-        cwd=REPO,
-        env=CLI_ENV,
-        timeout=120,
-    )
-    assert result.returncode == 2
-    assert result.stderr.decode().strip().startswith("seq2seq: error: stdin line 2: not valid UTF-8")
-    assert len(result.stdout.decode().splitlines()) == 1  # the good line before it was translated
-
-
 def test_bad_chunk_size_is_a_user_error(toy_run):
     one_line_error(run_cli("translate", "--model", str(toy_run), "--chunk-lines", "0", stdin="你好\n"))
 
