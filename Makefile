@@ -18,7 +18,7 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,ct2,zh,lexicon]"
+	$(BIN)/python -m pip install -q -e ".[dev,ct2,zh,lexicon,serve]"
 	touch $@
 
 data/tatoeba-cmn-eng/all.zh: | $(BIN)/.installed

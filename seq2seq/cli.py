@@ -1,26 +1,29 @@
-"""The ``seq2seq`` command: train, prepare, translate, evaluate, export. Wiring only."""
+"""The ``seq2seq`` command: train, prepare, translate, evaluate, export, serve. Wiring only."""
 
 import argparse
 import dataclasses
 import json
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from tqdm import tqdm
 
-from seq2seq.attention_map import cross_attention, save_heatmap
+from seq2seq.attention_map import save_heatmap, select
 from seq2seq.batching import BucketSampler, padding_fraction
 from seq2seq.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, BucketScore, bucket_scores
+from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import DEFAULT_CONFIG, load_config
 from seq2seq.corpus import normalize, read_lines, split_lines
-from seq2seq.ct2 import QUANTIZATIONS, require_exported
+from seq2seq.ct2 import QUANTIZATIONS, SETTINGS, require_exported
 from seq2seq.dataset import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
 from seq2seq.inference import ENGINES, PRECISIONS, load_translator
 from seq2seq.mixing import CorpusMix
 from seq2seq.runlock import RunLock
+from seq2seq.streaming import prompted_lines, stream_chunks
 from seq2seq.train import Trainer, resolve_device
 from seq2seq.translate import Translation, Translator, resolve_checkpoint
 
@@ -66,7 +69,8 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     print(json.dumps(report, indent=1))
 
 
-def _read_inputs(args: argparse.Namespace) -> list[str]:
+def _read_inputs(args: argparse.Namespace) -> list[str] | None:
+    """The sentences of the arguments or of ``-i FILE``; None when they are to come from stdin."""
     if args.sentences:
         return args.sentences
     if args.input:
@@ -74,9 +78,7 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
         if not path.is_file():
             raise UserError(f"-i {path}: file not found")
         return split_lines(path.read_bytes(), f"-i {path}")
-    if sys.stdin.isatty():
-        raise UserError("nothing to translate: give sentences as arguments, -i FILE, or lines on stdin")
-    return split_lines(sys.stdin.buffer.read(), "stdin")  # bytes: text mode would split at a lone CR
+    return None
 
 
 def _load_translator(args: argparse.Namespace, model_path: str | Path) -> Translator:
@@ -86,25 +88,11 @@ def _load_translator(args: argparse.Namespace, model_path: str | Path) -> Transl
     return load_translator(model_path, device, args.set, args.precision, args.engine)
 
 
-def cmd_translate(args: argparse.Namespace) -> None:
-    if args.attention and args.engine != "torch":
-        raise UserError("--attention needs our own decoder (--engine torch)")
-    translator = _load_translator(args, args.model or _default_run_dir())
-    if args.max_len is not None:
-        translator.decode = dataclasses.replace(translator.decode, max_len_a=0.0, max_len_b=args.max_len)
-    decode = translator.decode
-    sentences = _read_inputs(args)
-    beam = args.beam or decode.beam
-    nbest = min(args.nbest, beam)
-    chunk = decode.batch_sentences * 8
-    results = []
-    with tqdm(total=len(sentences), disable=not args.output, unit="sent") as bar:
-        for start in range(0, len(sentences), chunk):
-            results += translator.translate(sentences[start : start + chunk], beam, nbest)
-            bar.update(len(sentences[start : start + chunk]))
+def _format(results: list[Translation], as_json: bool, nbest: int) -> list[str]:
+    """Output lines: the best translation, ``rank<TAB>score<TAB>text`` lines for n-best, or JSON objects."""
     lines = []
     for result in results:
-        if args.json:
+        if as_json:
             best = result.best
             record = {
                 "source": result.source,
@@ -119,27 +107,50 @@ def cmd_translate(args: argparse.Namespace) -> None:
             lines += [f"{rank}\t{o.score:.4f}\t{o.text}" for rank, o in enumerate(result.outputs, start=1)]
         else:
             lines.append(result.best.text)
-    text = "".join(line + "\n" for line in lines)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+    return lines
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    if args.attention and args.engine != "torch":
+        raise UserError("--attention needs our own decoder (--engine torch)")
+    translator = _load_translator(args, args.model or _default_run_dir())
+    if args.max_len is not None:
+        translator.decode = dataclasses.replace(translator.decode, max_len_a=0.0, max_len_b=args.max_len)
+    decode = translator.decode
+    sentences = _read_inputs(args)
+    beam = args.beam or decode.beam
+    nbest = min(args.nbest, beam)
+    size = args.chunk_lines or decode.batch_sentences * 8  # a sorting window long enough to batch well
+    if sentences is not None:
+        chunks: Iterable[list[str]] = (sentences[i : i + size] for i in range(0, len(sentences), size))
+    elif sys.stdin.isatty():
+        print("seq2seq: type a sentence and press Enter; Ctrl-D ends", file=sys.stderr)
+        chunks = prompted_lines()
     else:
-        sys.stdout.write(text)
-    if args.attention:
-        _save_attention(args, translator, results[0])
+        chunks = stream_chunks(sys.stdin.buffer, size, args.chunk_ms / 1000)
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 (closed below)
+    first = None
+    try:
+        with tqdm(total=len(sentences) if sentences else None, disable=not args.output, unit="sent") as bar:
+            for chunk in chunks:
+                results = translator.translate(chunk, beam, nbest)
+                out.write("".join(line + "\n" for line in _format(results, args.json, nbest)))
+                out.flush()  # a stream's reader sees each chunk as soon as it is translated
+                first = results[0] if first is None else first
+                bar.update(len(chunk))
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if args.attention and first is not None:
+        _save_attention(args, translator, first)
 
 
 def _save_attention(args: argparse.Namespace, translator: Translator, result: Translation) -> None:
-    tok = translator.tokenizer
-    src = translator.encode(result.source)
-    tgt = result.best.tokens
-    weights = cross_attention(translator.model, src, tgt, args.layer, args.head)
+    attention = translator.attention(result.source, result.best.tokens)
+    weights = select(attention.weights.cross, args.layer, args.head)
     which = f"layer {args.layer}, " + ("mean over heads" if args.head is None else f"head {args.head}")
     save_heatmap(
-        weights,
-        [*tok.src_pieces(src[:-1]), "<end>"],
-        [*tok.tgt_pieces(tgt), "<end>"],
-        Path(args.attention),
-        f"cross-attention ({which})",
+        weights, attention.source_pieces, attention.target_pieces, Path(args.attention), f"cross-attention ({which})"
     )
     print(f"attention map saved to {args.attention}", file=sys.stderr)
 
@@ -235,6 +246,34 @@ def cmd_export(args: argparse.Namespace) -> None:
     print(f'try: seq2seq translate --engine ctranslate2 --model {out} "今天天气很好"')
 
 
+def _model_step(args: argparse.Namespace, model_path: str | Path) -> int | None:
+    """The training step of the model served (an exported model records the one it came from)."""
+    if args.engine == "torch":
+        return load_checkpoint(resolve_checkpoint(model_path)).get("step")
+    return json.loads((require_exported(model_path) / SETTINGS).read_text(encoding="utf-8")).get("step")
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    try:
+        from seq2seq.batcher import BatchLimits
+        from seq2seq.serve import RequestLimits, create_app, serve
+    except ImportError as err:
+        raise UserError(f"serve needs {err.name}: pip install 'seq2seq[serve]'") from None
+    model_path = args.model or _default_run_dir()
+    translator = _load_translator(args, model_path)
+    app = create_app(
+        translator,
+        str(model_path),
+        _model_step(args, model_path),
+        RequestLimits(args.max_body_bytes, args.max_sentences, args.max_chars),
+        BatchLimits(args.batch_wait_ms, args.batch_sentences or translator.decode.batch_sentences, args.batch_tokens),
+    )
+    try:
+        serve(app, args.host, args.port)
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has finished the requests in flight
+        sys.exit(130)
+
+
 def _add_engine(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine",
@@ -294,7 +333,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine(p)
     _add_decode_set(p)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.add_argument("--attention", metavar="FILE.png", help="save the cross-attention map of the first sentence")
+    p.add_argument(
+        "--chunk-lines", type=int, help="translate at most N lines at a time (default: 8 × decode.batch_sentences)"
+    )
+    p.add_argument("--chunk-ms", type=float, default=100, help="stdin stream: wait at most T ms to fill a chunk")
+    p.add_argument(
+        "--attention",
+        metavar="FILE.svg|FILE.png",
+        help="save the cross-attention map of the first sentence (.svg keeps labels as text)",
+    )
     p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention (default: last)")
     p.add_argument("--head", type=int, help="head for --attention (default: mean over heads)")
     p.set_defaults(func=cmd_translate)
@@ -324,12 +371,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="weight type stored (int8 variants: int8 matmuls; the suffix is the type of everything else)",
     )
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("serve", help="serve a model over HTTP: JSON API and an attention explorer page")
+    p.add_argument("--model", help="run directory or checkpoint file (default: the zh-en recipe's run directory)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--device", default="auto")
+    _add_engine(p)
+    _add_decode_set(p)
+    p.add_argument("--max-body-bytes", type=int, default=64 * 1024, help="largest request body")
+    p.add_argument("--max-sentences", type=int, default=64, help="most sentences in one request")
+    p.add_argument("--max-chars", type=int, default=500, help="longest sentence, in characters")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a batch waits for more requests")
+    p.add_argument("--batch-sentences", type=int, help="most sentences per batch (default: decode.batch_sentences)")
+    p.add_argument("--batch-tokens", type=int, default=4096, help="most source tokens per batch")
+    p.set_defaults(func=cmd_serve)
     return parser
+
+
+# Flags that must be >= 1 when given.
+POSITIVE_FLAGS = (
+    "beam",
+    "nbest",
+    "max_len",
+    "chunk_lines",
+    "max_body_bytes",
+    "max_sentences",
+    "max_chars",
+    "batch_sentences",
+    "batch_tokens",
+)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    for name in ("beam", "nbest", "max_len"):
+    for name in POSITIVE_FLAGS:
         value = getattr(args, name, None)
         if value is not None and value < 1:
             print(f"seq2seq: error: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)

@@ -49,7 +49,7 @@ def read_lines(path: str | Path, key: str) -> list[str]:
     if not path.is_file():
         raise UserError(f"{key}: file {path} not found (fetch it with scripts/fetch_data.py or fix the path)")
     with path.open("rb") as handle:
-        lines = [_decode_line(raw, path, number) for number, raw in enumerate(handle, start=1)]
+        lines = [decode_line(raw, path, number) for number, raw in enumerate(handle, start=1)]
     if not lines:
         raise UserError(f"{key}: file {path} is empty")
     return lines
@@ -62,10 +62,11 @@ def split_lines(data: bytes, where: str) -> list[str]:
     raws = data.split(b"\n")
     if raws[-1] == b"":
         raws.pop()  # the final line end
-    return [_decode_line(raw, where, number) for number, raw in enumerate(raws, start=1)]
+    return [decode_line(raw, where, number) for number, raw in enumerate(raws, start=1)]
 
 
-def _decode_line(raw: bytes, where: str | Path, number: int) -> str:
+def decode_line(raw: bytes, where: str | Path, number: int) -> str:
+    """Line ``number`` of input ``where`` as text without its line end; not UTF-8 is a user error naming it."""
     try:
         return raw.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from seq2seq.attention_map import AttentionWeights, attention_weights
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import DEFAULT_CONFIG, Config, DecodeConfig, config_from_dict, parse_override
 from seq2seq.corpus import normalize, normalizer
@@ -79,6 +80,15 @@ class Translation:
         return self.outputs[0]
 
 
+@dataclass
+class SentenceAttention:
+    """A sentence pair's attention weights with the pieces that label their rows and columns."""
+
+    weights: AttentionWeights
+    source_pieces: list[str]  # S: x… <end>
+    target_pieces: list[str]  # T: y… <end>, what each decoder position (<start> y…) predicted
+
+
 def source_normalizer(cfg: Config) -> Callable[[str], str]:
     """How a model's input is normalized: as its training sources were (``data.src_script`` included)."""
     return normalizer(cfg.data.src_script, "data.src_script")
@@ -131,6 +141,17 @@ class Translator:
     def search(self, sources: list[list[int]], beam: int, nbest: int) -> list[list[Hypothesis]]:
         """Hypotheses for id sequences (input order), best first."""
         return search_ids(self._search_model, sources, self.decode, self.device, beam, nbest)
+
+    def attention(self, source: str, tokens: list[int]) -> "SentenceAttention":
+        """All attention weights for ``source`` and its translation ``tokens`` (ids without <start>/<end>)."""
+        if self.model is None:
+            raise UserError("attention weights need our own decoder (--engine torch)")
+        src = self.encode(source)
+        return SentenceAttention(
+            attention_weights(self.model, src, tokens),
+            [*self.tokenizer.src_pieces(src[:-1]), "<end>"],
+            [*self.tokenizer.tgt_pieces(tokens), "<end>"],
+        )
 
     def translate(self, sentences: list[str], beam: int | None = None, nbest: int = 1) -> list[Translation]:
         """Translate sentences (order kept); empty lines give empty translations."""

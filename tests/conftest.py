@@ -1,11 +1,17 @@
 """Shared test helpers: a tiny seeded Transformer, built on demand; the toy corpus and file helpers;
-the command line run as a subprocess, and one toy model trained through it for the whole session."""
+the command line run as a subprocess, one toy model trained through it for the whole session, and
+``seq2seq serve`` run as a process on a free loopback port."""
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -152,3 +158,54 @@ def toy_run(tmp_path_factory, toy_cache) -> Path:
     assert result.returncode == 0, result.stderr
     assert "best.pt" in result.stdout
     return run
+
+
+# --- A server as a real process ----------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http_json(url: str, body: dict | None = None, timeout: float = 60) -> tuple[int, dict]:
+    """GET (or POST ``body`` as JSON to) ``url``; returns (status, decoded JSON body)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+@contextlib.contextmanager
+def serve_process(model: Path, *flags: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``python -m seq2seq serve`` on a free loopback port; yields (process, base URL) once /health answers.
+
+    The process is killed on the way out if the test did not stop it.
+    """
+    port = free_port()
+    args = [sys.executable, "-m", "seq2seq", "serve", "--model", str(model), "--device", "cpu", "--port", str(port)]
+    process = subprocess.Popen(
+        [*args, *flags], cwd=REPO, env=CLI_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, process.stdout.read()
+            assert time.monotonic() < deadline, "the server did not answer /health"
+            try:
+                if http_json(f"{url}/health", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.2)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+        process.stdout.close()

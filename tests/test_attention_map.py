@@ -1,18 +1,22 @@
 """seq2seq.attention_map: ``cross_attention`` returns the (T, S) weights the decoder really
 used (rows are distributions, head selection and the head mean agree, bad layer/head
-numbers are user errors), ``save_heatmap`` writes a PNG or says how to install
-matplotlib, and ``seq2seq translate --attention`` writes the map end to end.
+numbers are user errors), ``attention_weights`` holds every layer and head of all three kinds,
+``save_heatmap`` writes SVG with text labels and PNG with a CJK font (or says how to get one, or
+how to install matplotlib), and ``seq2seq translate --attention`` writes the map end to end.
 
 The model is the session's shared toy run (conftest.toy_run); these invariants hold for any weights.
 """
 
+import os
 import sys
+from xml.etree import ElementTree
 
 import pytest
 import torch
 from conftest import build_tiny_model, run_cli
 
-from seq2seq.attention_map import cross_attention, save_heatmap
+from seq2seq import attention_map
+from seq2seq.attention_map import attention_weights, cross_attention, find_cjk_font, save_heatmap
 from seq2seq.errors import UserError
 from seq2seq.layers import explicit_attention
 from seq2seq.masks import padding_mask
@@ -104,12 +108,47 @@ def test_bad_layer_or_head_is_a_user_error(layer, head, named):
         cross_attention(model, [5, 6, EOS], [7], layer=layer, head=head)
 
 
-@pytest.mark.filterwarnings("ignore:Glyph")  # machines without a CJK font draw boxes, and warn
-def test_save_heatmap_writes_a_png(tmp_path):
+SRC_PIECES, TGT_PIECES = ["▁我", "们", "喝", "咖啡", "。", "<end>"], ["▁We", "▁drink", "▁coffee", ".", "<end>"]
+
+
+def _heatmap(path) -> None:
+    weights = torch.softmax(torch.randn(len(TGT_PIECES), len(SRC_PIECES)), dim=-1)
+    save_heatmap(weights, SRC_PIECES, TGT_PIECES, path, "test")
+
+
+def _need_cjk_font() -> None:
+    """CI installs fonts-noto-cjk (.ci/run): there a missing font fails; elsewhere it skips."""
+    if find_cjk_font() is None:
+        message = "no CJK font installed (Debian: apt-get install fonts-noto-cjk)"
+        pytest.fail(message) if os.environ.get("CI") == "true" else pytest.skip(message)
+
+
+@pytest.mark.filterwarnings("error")  # a "Glyph … missing from font" warning means boxes were drawn
+def test_png_draws_chinese_labels_with_a_cjk_font(tmp_path):
+    _need_cjk_font()
     path = tmp_path / "map.png"
-    weights = torch.softmax(torch.randn(3, 4), dim=-1)
-    save_heatmap(weights, ["▁我", "们", "。", "<end>"], ["▁We", "▁go", "<end>"], path, "test")
+    _heatmap(path)
     assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_svg_keeps_the_labels_as_text(tmp_path):
+    path = tmp_path / "map.svg"
+    _heatmap(path)
+    texts = [t.text for t in ElementTree.parse(path).iter("{http://www.w3.org/2000/svg}text")]
+    assert texts[: len(SRC_PIECES)] == SRC_PIECES  # x tick labels first, as text, not glyph outlines
+    assert set(TGT_PIECES) <= set(texts)
+
+
+def test_png_without_a_cjk_font_says_how_to_get_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(attention_map, "find_cjk_font", lambda: None)
+    path = tmp_path / "map.png"
+    with pytest.raises(UserError, match="apt-get install fonts-noto-cjk"):
+        _heatmap(path)
+    assert not path.exists()
+    _heatmap(tmp_path / "map.svg")  # SVG leaves the glyphs to the viewer: still fine
+    ascii_only = tmp_path / "ascii.png"  # labels without CJK need no CJK font
+    save_heatmap(torch.ones(1, 1), ["<end>"], ["<end>"], ascii_only, "test")
+    assert ascii_only.read_bytes()[:8] == PNG_MAGIC
 
 
 def test_save_heatmap_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
@@ -140,3 +179,20 @@ def test_translate_attention_bad_layer_is_one_line(toy_run, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--layer 9" in lines[0] and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def test_all_three_kinds_every_layer_and_head(translator):
+    model = translator.model
+    src, tgt = _pair(translator)
+    weights = attention_weights(model, src, tgt)
+    s, t, h = len(src), len(tgt) + 1, model.cfg.heads
+    assert weights.encoder.shape == (len(model.encoder_layers), h, s, s)
+    assert weights.decoder.shape == (len(model.decoder_layers), h, t, t)
+    assert weights.cross.shape == (len(model.decoder_layers), h, t, s)
+    for kind in (weights.encoder, weights.decoder, weights.cross):
+        assert torch.allclose(kind.sum(-1), torch.ones(kind.shape[:-1]), atol=1e-5)
+    assert (weights.decoder.triu(1) == 0).all() and (weights.decoder.diagonal(dim1=-2, dim2=-1) > 0).all()
+    assert not torch.allclose(weights.encoder[0], weights.encoder[-1])  # layers are not copies of one another
+    assert torch.equal(weights.cross[-1].mean(0), cross_attention(model, src, tgt))
+    for layer in [*model.encoder_layers, *model.decoder_layers]:  # the recording left no trace on the modules
+        assert "attend" not in vars(layer.self_attn)

@@ -78,3 +78,19 @@ def test_profile_step_splits_the_time_of_every_precision(tmp_path, toy_cache):
         assert r["seconds"]["matmul"] > 0 and r["matmul_flops"] > 0
         assert set(r["phases"]) == {"forward + loss", "backward", "clip + optimizer"}
     assert "matmul GFLOP/s" in done.stdout
+
+
+def test_bench_serve_reports_every_level(tmp_path, toy_run):
+    out = tmp_path / "serve.json"
+    sizes = "--clients 1,3 --sentences 6 --requests 6 --seconds 30 --singles 2 --rounds 1 --beam 2".split()
+    done = _run("scripts/bench_serve.py", "--model", str(toy_run), *sizes, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert set(report["levels"]) == {"1", "3"}
+    for level in report["levels"].values():
+        assert level["sentences_per_s"] > 0 and 0 < level["p50_ms"] <= level["p95_ms"] <= level["p99_ms"]
+    assert [r["clients_1"]["requests"] for r in report["rounds_raw"]] == [6]
+    assert report["batch_sentences_per_s"] > 0 and report["single_sentence_ms"] > 0
+    assert report["server_peak_rss_mib"] > 0
+    assert set(report["ratios"]) == {"3_vs_1_clients", "3_clients_vs_batch", "p95_1_client_vs_single"}
+    assert "| clients | sentences/s |" in done.stdout

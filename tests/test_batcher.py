@@ -1,0 +1,114 @@
+"""seq2seq.batcher: requests arriving together are decoded in one batch (within the sentence and
+token caps), each caller gets its own results in order, equal to translating alone; a request that
+fails does not fail the others of its batch; a caller that gave up is skipped; close drains.
+"""
+
+import threading
+from concurrent.futures import Future
+
+import pytest
+import torch
+
+from seq2seq.batcher import Batcher, BatchLimits
+from seq2seq.translate import Translator, load_model
+
+
+class Recording(Translator):
+    """The toy run's translator that records every batch and fails a batch holding "💥"."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.batches: list[list[str]] = []
+        self.gate = threading.Event()  # translate waits for it: tests hold the worker busy
+        self.gate.set()
+
+    def translate(self, sentences, beam=None, nbest=1):
+        self.gate.wait(timeout=60)
+        self.batches.append(list(sentences))
+        if any("💥" in s for s in sentences):
+            raise ValueError("exploded")
+        return super().translate(sentences, beam, nbest)
+
+
+@pytest.fixture(scope="module")
+def loaded(toy_run):
+    return load_model(toy_run, torch.device("cpu"))
+
+
+@pytest.fixture
+def translator(loaded) -> Recording:
+    model, tokenizer, cfg = loaded
+    return Recording(model, tokenizer, cfg.decode, torch.device("cpu"))
+
+
+def _texts(future: Future) -> list[str]:
+    return [r.translation.best.text for r in future.result(timeout=60)]
+
+
+def test_requests_arriving_together_share_one_batch_and_get_their_own_results(translator):
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=2000, max_sentences=16))
+    try:
+        jobs = [(["我们去散步。", "你好。"], 2), (["今天天气很好。"], 2), (["他昨天去了北京。"], 2)]
+        futures = [batcher.submit(sentences, beam) for sentences, beam in jobs]
+        got = [_texts(f) for f in futures]
+    finally:
+        batcher.close()
+    assert translator.batches == [["我们去散步。", "你好。", "今天天气很好。", "他昨天去了北京。"]]
+    alone = [[t.best.text for t in Translator.translate(translator, s, beam)] for s, beam in jobs]
+    assert got == alone
+
+
+def test_caps_split_batches_and_settings_split_calls(translator):
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=1000, max_sentences=3))
+    try:
+        futures = [batcher.submit(["你好。"], 1) for _ in range(4)] + [batcher.submit(["你好。"], 2, nbest=2)]
+        for future in futures:
+            future.result(timeout=60)
+    finally:
+        batcher.close()
+    assert [len(b) for b in translator.batches] == [3, 1, 1]  # 3 greedy | 1 greedy + 1 beam-2 (two calls)
+    assert len(futures[-1].result()[0].translation.outputs) == 2
+
+
+def test_token_cap(translator):
+    tokens = len(translator.encode("我们明天去公园散步。"))
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=1000, max_sentences=64, max_tokens=2 * tokens))
+    try:
+        for future in [batcher.submit(["我们明天去公园散步。"], 1) for _ in range(3)]:
+            future.result(timeout=60)
+    finally:
+        batcher.close()
+    assert [len(b) for b in translator.batches] == [2, 1]
+
+
+def test_a_failing_request_does_not_fail_the_others(translator):
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=1000))
+    try:
+        good, bad, other = (batcher.submit(s, 2) for s in (["你好。"], ["💥"], ["我们去散步。"]))
+        unreadable = batcher.submit(["\ud800"], 2)  # a lone surrogate: the tokenizer cannot even encode it
+        with pytest.raises(ValueError, match="exploded"):
+            bad.result(timeout=60)
+        with pytest.raises(RuntimeError):  # what sentencepiece raises for it
+            unreadable.result(timeout=60)
+        assert _texts(good) == [t.best.text for t in Translator.translate(translator, ["你好。"], 2)]
+        assert len(_texts(other)) == 1
+    finally:
+        batcher.close()
+    assert translator.batches[0] == ["你好。", "💥", "我们去散步。"]  # tried together first
+
+
+def test_cancelled_requests_are_skipped_and_close_drains(translator):
+    translator.gate.clear()
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=0, max_sentences=1))
+    first = batcher.submit(["你好。"], 1)  # the worker takes it and waits at the gate
+    gone = batcher.submit(["我们去散步。"], 1)
+    assert gone.cancel()  # its caller disconnected before the worker took it
+    translator.gate.set()
+    last = batcher.submit(["今天天气很好。"], 1, attention=True)
+    batcher.close()  # returns once everything queued is done
+    assert first.done() and last.done() and gone.cancelled()
+    assert all("我们去散步。" not in batch for batch in translator.batches)
+    result = last.result()[0]
+    assert result.attention is not None and result.attention.source_pieces[-1] == "<end>"
+    with pytest.raises(RuntimeError, match="closed"):
+        batcher.submit(["你好。"], 1)
