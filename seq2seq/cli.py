@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable
+from contextlib import nullcontext
 from pathlib import Path
 
 from tqdm import tqdm
@@ -18,6 +19,7 @@ from seq2seq.config import DEFAULT_CONFIG, load_config
 from seq2seq.corpus import normalize, read_lines, split_lines
 from seq2seq.ct2 import QUANTIZATIONS, SETTINGS, require_exported
 from seq2seq.dataset import prepare_data
+from seq2seq.distributed import join_world
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
 from seq2seq.inference import ENGINES, PRECISIONS, load_translator
@@ -35,16 +37,18 @@ def _default_run_dir() -> str:
 
 def cmd_train(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, args.set + ([f"train.device={args.device}"] if args.device else []))
-    if args.resume and not (Path(cfg.train.run_dir) / "last.pt").is_file():
-        raise UserError(f"--resume: no {Path(cfg.train.run_dir) / 'last.pt'} to resume from")
-    try:
-        with RunLock(Path(cfg.train.run_dir)) as lock:
-            if lock.stale_pid:
-                print(f"note: taking over the run directory from pid {lock.stale_pid}, which died", file=sys.stderr)
-            run_dir = Trainer(cfg).fit()
-    except KeyboardInterrupt:
-        sys.exit(130)
-    print(f'done: best model in {run_dir / "best.pt"}; try: seq2seq translate --model {run_dir} "今天天气很好"')
+    with join_world(cfg.train.device, cfg.train.collective_timeout_minutes) as world:  # torchrun: one rank of many
+        if args.resume and world.main and not (Path(cfg.train.run_dir) / "last.pt").is_file():
+            raise UserError(f"--resume: no {Path(cfg.train.run_dir) / 'last.pt'} to resume from")
+        try:
+            with RunLock(Path(cfg.train.run_dir)) if world.main else nullcontext() as lock:  # rank 0 writes the run
+                if lock is not None and lock.stale_pid:
+                    print(f"note: taking over the run directory from pid {lock.stale_pid}, which died", file=sys.stderr)
+                run_dir = Trainer(cfg, world=world).fit()
+        except KeyboardInterrupt:
+            sys.exit(130)
+    if world.main:
+        print(f'done: best model in {run_dir / "best.pt"}; try: seq2seq translate --model {run_dir} "今天天气很好"')
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:

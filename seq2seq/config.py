@@ -133,6 +133,8 @@ class TrainConfig:
     precision: Literal["auto", "float32", "bf16", "bf16-autocast"] = "auto"
     threads: int = 0  # 0: all available cores
     compile: bool = False  # torch.compile the model's teacher-forced pass (helps on a GPU, not on a CPU)
+    init_from: str | None = None  # warm start: a run directory or checkpoint whose weights and tokenizer to start from
+    collective_timeout_minutes: float = 10.0  # torchrun runs: a collective waiting longer fails instead of hanging
 
 
 @dataclass(frozen=True)
@@ -300,6 +302,7 @@ def _validate(cfg: Config, where: str) -> None:
             "train.schedule=cosine decays over the budget: set train.max_steps or train.max_minutes",
         ),
         (lambda: t.eval_every > 0, "train.eval_every must be positive"),
+        (lambda: t.collective_timeout_minutes > 0, "train.collective_timeout_minutes must be positive"),
         (lambda: t.patience >= 0 and t.average_last >= 0, "train.patience and train.average_last must be >= 0"),
         (
             lambda: t.device == "auto" or t.device == "cpu" or t.device.startswith("cuda"),

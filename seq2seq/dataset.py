@@ -11,6 +11,7 @@ the source script is normalized, the test sources in the other script
 (``test.traditional.src`` / ``test.simplified.src``).
 """
 
+import fcntl
 import hashlib
 import json
 import os
@@ -296,19 +297,23 @@ def _build(cfg: DataConfig, directory: Path) -> None:
 def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
     """Build (or load from cache) the encoded splits and tokenizer; fill ``run_dir``."""
     directory = Path(cfg.cache_dir) / cache_key(cfg)
-    cached = _complete(directory)
-    if not cached:
-        shutil.rmtree(directory, ignore_errors=True)  # files deleted from an entry (by hand, by a cleaner): rebuild it
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".build-"))
-        try:
-            _build(cfg, tmp)
-            tmp.rename(directory)  # atomic: a half-built cache is never seen
-        except OSError:  # another process finished first
-            if not (directory / "report.json").is_file():
-                raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with (directory.parent / f".{directory.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the ranks of a torchrun job on one machine: one builds, the rest wait
+        cached = _complete(directory)
+        if not cached:
+            shutil.rmtree(
+                directory, ignore_errors=True
+            )  # files deleted from an entry (by hand, by a cleaner): rebuild it
+            tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".build-"))
+            try:
+                _build(cfg, tmp)
+                tmp.rename(directory)  # atomic: a half-built cache is never seen
+            except OSError:  # another process finished first
+                if not (directory / "report.json").is_file():
+                    raise
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     start = time.perf_counter()
     encoded = torch.load(directory / "encoded.pt", weights_only=True)
     report = json.loads((directory / "report.json").read_text())

@@ -28,11 +28,14 @@ RECORD_EVERY = 20  # steps between training records (and progress-bar postfix up
 class RunLog:
     """The progress bar, log lines and metrics records of one training session."""
 
-    def __init__(self, run_dir: Path, total_steps: int, first_step: int, quiet: bool = False) -> None:
+    def __init__(
+        self, run_dir: Path, total_steps: int, first_step: int, quiet: bool = False, records: bool = True
+    ) -> None:
+        """``records`` False: no metrics.jsonl (the ranks of a data-parallel run other than rank 0)."""
         self._quiet = quiet
         _keep_records_up_to(run_dir / "metrics.jsonl", first_step)
         self._bar = tqdm(total=total_steps or None, initial=first_step, disable=quiet, unit="step", dynamic_ncols=True)
-        self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8", buffering=1)
+        self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8", buffering=1) if records else None
         self._window_tokens, self._window_start = 0, time.perf_counter()
 
     def __enter__(self) -> "RunLog":
@@ -43,7 +46,8 @@ class RunLog:
 
     def close(self) -> None:
         self._bar.close()
-        self._metrics.close()
+        if self._metrics is not None:
+            self._metrics.close()
 
     def line(self, message: str) -> None:
         """One line above the progress bar (nothing when quiet)."""
@@ -80,13 +84,17 @@ class RunLog:
             "epoch": epoch,
             "minutes": round(minutes, 3),
         }
-        self._metrics.write(json.dumps(record) + "\n")
+        self._write(record)
         self._window_tokens, self._window_start = 0, time.perf_counter()
 
     def validation(self, step: int, minutes: float, epoch: int, result: dict[str, float]) -> None:
         """One validation's figures: a log line and a metrics record."""
         self.line(f"step {step} ({minutes:.1f} min, epoch {epoch}): {describe(result)}")
-        self._metrics.write(json.dumps({"step": step, "minutes": round(minutes, 3), **result}) + "\n")
+        self._write({"step": step, "minutes": round(minutes, 3), **result})
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._metrics is not None:
+            self._metrics.write(json.dumps(record) + "\n")
 
 
 def _keep_records_up_to(path: Path, step: int) -> None:

@@ -54,3 +54,32 @@ def stop_deferred() -> Iterator[None]:
             signal.signal(stop, handler)
     if caught:
         raise KeyboardInterrupt
+
+
+class StopRequest:
+    """Set by Ctrl-C or SIGTERM inside ``stop_requests()``; the loop reads it at a step boundary."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def _set(self, _signum: int, _frame: FrameType | None) -> None:
+        self.requested = True
+
+
+@contextmanager
+def stop_requests() -> Iterator[StopRequest]:
+    """Within the block Ctrl-C and SIGTERM only raise a flag (unless ignored), nothing is interrupted.
+
+    For data-parallel training: an exception in the middle of a step could leave the other
+    ranks waiting in a collective, so the ranks read their flags at the step boundary and stop
+    together (``seq2seq.distributed``).
+    """
+    request = StopRequest()
+    previous = {stop: signal.getsignal(stop) for stop in heeded_stops()}
+    try:
+        for stop in previous:
+            signal.signal(stop, request._set)
+        yield request
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)

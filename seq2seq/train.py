@@ -5,7 +5,8 @@ atomic checkpoints and exact resume.
 The trainer knows the model only through ``states(src, tgt_in)`` and its output
 projection ``out_proj`` (the loss fuses the two, ``seq2seq.loss``), and the data
 only through ``PreparedData``. What the user sees of a run (bar, log lines,
-metrics.jsonl) is ``seq2seq.runlog``; how Ctrl-C and SIGTERM stop it, ``seq2seq.signals``.
+metrics.jsonl) is ``seq2seq.runlog``; how Ctrl-C and SIGTERM stop it, ``seq2seq.signals``;
+how several processes share one run (``torchrun``), ``seq2seq.distributed``.
 """
 
 import dataclasses
@@ -14,6 +15,7 @@ import os
 import random
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from seq2seq.batching import Batch, BucketSampler
 from seq2seq.checkpoint import average_models, load_checkpoint, save_checkpoint
 from seq2seq.config import Config, TrainConfig, save_config
 from seq2seq.dataset import EncodedSplit, PreparedData, Resegmented, prepare_data
+from seq2seq.distributed import SINGLE, World
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
 from seq2seq.loss import projected_cross_entropy
@@ -33,7 +36,7 @@ from seq2seq.model import Transformer
 from seq2seq.precision import DESCRIPTIONS, MasterWeights, autocast, resolve_precision
 from seq2seq.runlog import RunLog, describe
 from seq2seq.search import search_ids
-from seq2seq.signals import sigterm_interrupts, stop_deferred
+from seq2seq.signals import StopRequest, sigterm_interrupts, stop_deferred, stop_requests
 from seq2seq.tokenizer import PAD
 
 
@@ -94,16 +97,23 @@ def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, autocas
 
 @torch.no_grad()
 def dev_loss(
-    model: nn.Module, dev: EncodedSplit, batch_tokens: int, device: torch.device, autocast_bf16: bool
+    model: nn.Module,
+    dev: EncodedSplit,
+    batch_tokens: int,
+    device: torch.device,
+    autocast_bf16: bool,
+    world: World = SINGLE,
 ) -> float:
-    """Per-token cross-entropy (no smoothing) on the dev split."""
+    """Per-token cross-entropy (no smoothing) on the dev split; each rank of ``world`` takes its share of it."""
     model.eval()
     total, tokens = 0.0, 0
-    for idx in BucketSampler(dev.src_lengths, dev.tgt_lengths, batch_tokens, seed=0, shuffle=False).epoch_batches(0):
+    batches = BucketSampler(dev.src_lengths, dev.tgt_lengths, batch_tokens, seed=0, shuffle=False).epoch_batches(0)
+    for idx in world.mine(batches):
         batch = dev.batch(idx).to(device)
         total += float(batch_loss(model, batch, 0.0, autocast_bf16))
         tokens += batch.tokens
     model.train()
+    total, tokens = world.sum([total, tokens])
     return total / max(tokens, 1)
 
 
@@ -141,24 +151,33 @@ class Progress:
     kept: list[str] = field(default_factory=list)  # checkpoints kept for averaging
 
 
-class Trainer:
-    """Owns model, optimizer, schedule, sampler and run directory for one run."""
+INTERRUPTED = "interrupted"  # the stop reason of Ctrl-C or SIGTERM in a data-parallel run
 
-    def __init__(self, cfg: Config, device: torch.device | None = None) -> None:
-        self.cfg, self.tc = cfg, cfg.train
+
+class Trainer:
+    """Owns model, optimizer, schedule, sampler and run directory for one run.
+
+    ``world``: this process's rank when ``torchrun`` started several (``seq2seq.distributed``).
+    """
+
+    def __init__(self, cfg: Config, device: torch.device | None = None, world: World = SINGLE) -> None:
+        self.cfg, self.tc, self.world = cfg, cfg.train, world
         self.run_dir = Path(self.tc.run_dir)
-        self.device = device or resolve_device(self.tc.device)
+        self.device = device or (world.device if world.distributed else resolve_device(self.tc.device))
         self.precision = resolve_precision(self.tc.precision, self.device)
         self.train_autocast = self.precision == "bf16-autocast"  # training passes under bf16 autocast
         self.eval_autocast = self.precision != "float32"  # validation and decoding: bf16 autocast in either bf16 mode
-        torch.set_num_threads(self.tc.threads or len(os.sched_getaffinity(0)))
+        # The ranks on one machine share its cores.
+        torch.set_num_threads(self.tc.threads or max(len(os.sched_getaffinity(0)) // world.local_size, 1))
         torch.manual_seed(self.tc.seed)
         random.seed(self.tc.seed)
-        self.data: PreparedData = prepare_data(cfg.data, self.run_dir)
+        self.data: PreparedData = prepare_data(cfg.data, self.run_dir if world.main else None)
         tok = self.data.tokenizer
         self.model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD).to(self.device)
         # bf16: forward and backward run on a bf16 copy; the optimizer and checkpoints keep self.model in float32.
         self.weights = MasterWeights(self.model, bf16=self.precision == "bf16")
+        if world.distributed:  # the same initial weights everywhere (same seed), then a dropout stream per rank
+            torch.manual_seed(self.tc.seed * 100_003 + world.rank)
         if self.tc.compile:  # the teacher-forced pass only: loss, search and checkpoints stay as they are
             self.weights.work.states = torch.compile(self.weights.work.states, dynamic=True)
         self.optimizer = adamw(self.model.parameters(), self.tc)
@@ -183,6 +202,7 @@ class Trainer:
         )
         # Lazy: the first batch is drawn by the first train_step, after resume() has restored the sampler.
         self.batches = iter(self.sampler)
+        self.stop = StopRequest()  # raised by a stop signal in a data-parallel run (see fit)
 
     def _resegment(self, epoch: int) -> tuple[Tensor, Tensor]:
         """The sampler's hook at the start of an epoch: sample its segmentation, return its lengths."""
@@ -195,27 +215,36 @@ class Trainer:
 
     # -- checkpoints -----------------------------------------------------
     def state(self) -> dict[str, Any]:
-        """Everything needed to continue exactly from here."""
+        """Everything needed to continue exactly from here (on every rank: it gathers the ranks' RNG states)."""
+        rng = {
+            "torch": torch.get_rng_state(),
+            "python": list(random.getstate()[1]),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+        ranks = {"world_size": self.world.size, "rank_rng": self.world.gather(rng)} if self.world.distributed else {}
         return {
             "model": self.model.state_dict(),
             "config": self.cfg.to_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "sampler": self.sampler.state_dict(),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "python": list(random.getstate()[1]),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            },
+            "rng": rng,
             "progress": dataclasses.asdict(self.progress),
+            **ranks,
         }
+
+    def _save_last(self) -> None:
+        """last.pt (a collective: every rank calls it, rank 0 writes)."""
+        state = self.state()
+        if self.world.main:
+            save_checkpoint(state, self.run_dir / "last.pt")
 
     def resume(self) -> bool:
         """Continue from ``last.pt`` when the run directory has one; True if it did."""
         path = self.run_dir / "last.pt"
-        if not path.is_file():
+        state = self.world.from_main(lambda: load_checkpoint(path) if path.is_file() else None)
+        if state is None:
             return False
-        state = load_checkpoint(path)
         for section in ("model", "data"):
             if state["config"].get(section) != self.cfg.to_dict()[section]:
                 raise UserError(
@@ -225,27 +254,36 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.sampler.load_state_dict(state["sampler"])
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate((3, tuple(state["rng"]["python"]), None))
-        if state["rng"]["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        self.sampler.load_state_dict(state["sampler"])  # counts global batches: right on any world size
         self.progress = Progress(**state["progress"])
+        if state.get("world_size", 1) == self.world.size:
+            rng = state["rank_rng"][self.world.rank] if self.world.distributed else state["rng"]
+            torch.set_rng_state(rng["torch"])
+            random.setstate((3, tuple(rng["python"]), None))
+            if rng["cuda"] and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(rng["cuda"])
+        else:  # another world size: the batches are dealt anew, each rank's dropout stream starts afresh
+            torch.manual_seed(self.tc.seed * 100_003 + self.progress.step * 1_009 + self.world.rank)
         self.weights.sync()
         return True
 
     # -- validation ------------------------------------------------------
     def validate(self) -> dict[str, float]:
         """Dev loss and perplexity; BLEU and chrF of greedy output."""
-        loss = dev_loss(self.model, self.data.dev, self.cfg.data.batch_tokens, self.device, self.eval_autocast)
+        world = self.world
+        loss = dev_loss(self.model, self.data.dev, self.cfg.data.batch_tokens, self.device, self.eval_autocast, world)
         result = {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50.0))}
         chosen = even_sample(len(self.data.dev), self.tc.eval_sentences)
         if chosen:
+            mine = world.mine(chosen)  # each rank decodes every world.size-th sentence
+            found = []
             self.model.eval()
             with autocast(self.device, self.eval_autocast):
-                found = search_ids(self.model, self.data.dev.sources(chosen), self.cfg.decode, self.device, beam=1)
+                if mine:
+                    found = search_ids(self.model, self.data.dev.sources(mine), self.cfg.decode, self.device, beam=1)
             self.model.train()
-            hyps = [self.data.tokenizer.decode_tgt(h[0].tokens) for h in found]
+            shares = world.gather([self.data.tokenizer.decode_tgt(h[0].tokens) for h in found])
+            hyps = [shares[i % world.size][i // world.size] for i in range(len(chosen))]  # back in chosen's order
             scores = score(hyps, [self.data.dev_text.tgt[i] for i in chosen])
             result.update(dev_bleu=scores.bleu, dev_chrf=scores.chrf)
         return result
@@ -266,17 +304,21 @@ class Trainer:
         metric = self._metric(result)
         improved = p.best is None or metric > p.best
         p.best, p.bad_evals = (metric, 0) if improved else (p.best, p.bad_evals + 1)
-        if improved:
+        main = self.world.main
+        if improved and main:
             self._save_best(result)
         dropped: list[str] = []
         if self.tc.average_last:
             name = f"snapshot-{p.step}.pt"
-            save_checkpoint({"model": self.model.state_dict(), "config": self.cfg.to_dict()}, self.run_dir / name)
+            if main:
+                save_checkpoint({"model": self.model.state_dict(), "config": self.cfg.to_dict()}, self.run_dir / name)
             p.kept.append(name)
             dropped, p.kept = p.kept[: -self.tc.average_last], p.kept[-self.tc.average_last :]
-        save_checkpoint(self.state(), self.run_dir / "last.pt")
-        for name in dropped:
-            (self.run_dir / name).unlink(missing_ok=True)
+        state = self.state()  # on every rank: it gathers their random states
+        if main:
+            save_checkpoint(state, self.run_dir / "last.pt")
+            for name in dropped:
+                (self.run_dir / name).unlink(missing_ok=True)
 
     def _save_best(self, result: dict[str, float], **extra: int) -> None:
         """best.pt: the model as it is now, its config, the step and the validation ``result``."""
@@ -289,38 +331,51 @@ class Trainer:
         if len(paths) < 2:
             return
         trained = {k: v.clone() for k, v in self.model.state_dict().items()}
-        self.model.load_state_dict(average_models(paths))
+        self.model.load_state_dict(self.world.from_main(lambda: average_models(paths)))
         result = self.validate()
         metric = self._metric(result)
         log.line(f"average of last {len(paths)} checkpoints: " + describe(result))
         if self.progress.best is None or metric > self.progress.best:
             self.progress.best = metric
-            self._save_best(result, averaged=len(paths))
+            if self.world.main:
+                self._save_best(result, averaged=len(paths))
             log.line("the average is the new best.pt")
         self.model.load_state_dict(trained)
 
     # -- the loop --------------------------------------------------------
     def _stop_reason(self, started: float, elapsed_before: float) -> str | None:
+        """Why to stop now, or None; on every rank the same answer (each rank's clock is asked, any one stops all)."""
         tc, p = self.tc, self.progress
-        if tc.max_steps and p.step >= tc.max_steps:
-            return f"reached train.max_steps={tc.max_steps}"
-        if tc.max_epochs and self.sampler.epoch >= tc.max_epochs:
-            return f"reached train.max_epochs={tc.max_epochs}"
-        if tc.max_minutes and elapsed_before + time.perf_counter() - started >= tc.max_minutes * 60:
-            return f"reached train.max_minutes={tc.max_minutes:g}"
-        if tc.patience and p.bad_evals >= tc.patience:
-            return f"no dev improvement in {tc.patience} validations (train.patience)"
-        return None
+        reasons = {
+            INTERRUPTED: self.stop.requested,
+            f"reached train.max_steps={tc.max_steps}": bool(tc.max_steps and p.step >= tc.max_steps),
+            f"reached train.max_epochs={tc.max_epochs}": bool(tc.max_epochs and self.sampler.epoch >= tc.max_epochs),
+            f"reached train.max_minutes={tc.max_minutes:g}": bool(
+                tc.max_minutes and elapsed_before + time.perf_counter() - started >= tc.max_minutes * 60
+            ),
+            f"no dev improvement in {tc.patience} validations (train.patience)": bool(
+                tc.patience and p.bad_evals >= tc.patience
+            ),
+        }
+        agreed = self.world.any_of(list(reasons.values()))
+        return next((reason for reason, stop in zip(reasons, agreed, strict=True) if stop), None)
 
     def train_step(self) -> tuple[float, int]:
-        """One optimizer step over ``accum_steps`` batches -> (mean loss per token, target tokens)."""
+        """One optimizer step over ``accum_steps`` batches per rank -> (mean loss per token, target tokens).
+
+        Of the ``accum_steps × world.size`` batches drawn, this rank trains on every world.size-th;
+        losses are divided by the target tokens of all of them (``seq2seq.distributed``).
+        """
         sampler_before, rng_before = self.sampler.state_dict(), torch.get_rng_state()
+        world = self.world
         try:
             batches = []
-            for _ in range(self.tc.accum_steps):
+            for i in range(self.tc.accum_steps * world.size):
                 indices = next(self.batches)  # first: it may start a new epoch (and segmentation)
-                batches.append(self._train_split().batch(indices).to(self.device))
-            tokens = sum(b.tokens for b in batches)
+                if i % world.size == world.rank:
+                    batches.append(self._train_split().batch(indices).to(self.device))
+            (tokens,) = world.sum([sum(b.tokens for b in batches)])
+            tokens = int(tokens)
             total = 0.0
             for batch in batches:
                 loss = batch_loss(self.weights.work, batch, self.tc.label_smoothing, self.train_autocast)
@@ -333,7 +388,11 @@ class Trainer:
             self.weights.work.zero_grad(set_to_none=True)
             self.optimizer.zero_grad(set_to_none=True)
             raise
-        with stop_deferred():  # the update is all-or-nothing, so a checkpoint never holds half of it
+        world.sum_grads(self.model)  # the master weights' gradients, all batches accumulated
+        (total,) = world.sum([total])
+        # The update is all-or-nothing, so a checkpoint never holds half of it. A data-parallel run
+        # takes signals as a flag (see fit): nothing to defer.
+        with stop_deferred() if not world.distributed else nullcontext():
             optimizer_update(self.weights, self.optimizer, self.scheduler, self.tc.clip_norm)
             self.progress.step += 1
         return total / tokens, tokens
@@ -342,25 +401,33 @@ class Trainer:
         """Train until a stop condition; returns the run directory.
 
         Ctrl-C or SIGTERM (``kill``, a job scheduler's stop) saves ``last.pt`` and raises
-        KeyboardInterrupt; the same command resumes.
+        KeyboardInterrupt; the same command resumes. In a data-parallel run the signal only
+        raises a flag that the ranks agree on at the next step boundary, so all stop together.
         """
+        if self.world.distributed:
+            with stop_requests() as self.stop:
+                return self._fit(quiet)
         with sigterm_interrupts():
             return self._fit(quiet)
 
     def _fit(self, quiet: bool) -> Path:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        main = self.world.main
+        if main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         resumed = self.resume()
-        save_config(self.cfg, self.run_dir / "config.yaml")
+        if main:
+            save_config(self.cfg, self.run_dir / "config.yaml")
         p, tc = self.progress, self.tc
         n_params = sum(t.numel() for t in self.model.parameters())
+        ranks = f" x {self.world.size} ranks" if self.world.distributed else ""
         model = (
-            f"{n_params / 1e6:.1f}M parameters on {self.device}, {DESCRIPTIONS[self.precision]}, "
+            f"{n_params / 1e6:.1f}M parameters on {self.device}{ranks}, {DESCRIPTIONS[self.precision]}, "
             f"{torch.get_num_threads()} threads" + (f"; resumed at step {p.step}" if resumed else "")
         )
         self.weights.work.train()
         started, elapsed_before = time.perf_counter(), p.elapsed
         validated_at = p.step if resumed else -1
-        with RunLog(self.run_dir, tc.max_steps, p.step, quiet) as log:
+        with RunLog(self.run_dir, tc.max_steps, p.step, quiet or not main, records=main) as log:
             log.summary(self.data.report, model)
             if self.mix:
                 log.line(f"data mix: {self.mix.describe()}")
@@ -374,8 +441,10 @@ class Trainer:
                     if p.step % tc.eval_every == 0:
                         self._validate_and_save(log)
                         validated_at = p.step
+                if reason == INTERRUPTED:
+                    raise KeyboardInterrupt
             except KeyboardInterrupt:
-                save_checkpoint(self.state(), self.run_dir / "last.pt")
+                self._save_last()
                 log.line(
                     f"interrupted at step {p.step}: saved {self.run_dir / 'last.pt'}; run the same command to resume"
                 )
