@@ -204,11 +204,13 @@ def _file_digest(path: str | None, digest: "hashlib._Hash", key: str) -> None:
         ) from None
 
 
-def cache_key(cfg: DataConfig) -> str:
-    """Hash of the corpus files' bytes, the data settings and the pipeline version."""
+def cache_key(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> str:
+    """Hash of the corpus files' bytes, the data settings, the pipeline version and a given tokenizer."""
     digest = hashlib.sha256()
     settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
     digest.update(json.dumps([PIPELINE_VERSION, settings], sort_keys=True).encode())
+    if tokenizer is not None:
+        digest.update(b"tokenizer;" + tokenizer.src.serialized_model_proto() + tokenizer.tgt.serialized_model_proto())
     files = [
         (getattr(corpus, name), f"{corpus_key(cfg, i)}{name}")
         for i, corpus in enumerate(cfg.corpus_list())
@@ -229,14 +231,14 @@ def _read_split(directory: Path, name: str) -> Split:
     return Split(read("src"), read("tgt"))
 
 
-def _build(cfg: DataConfig, directory: Path) -> None:
-    """Run the pipeline and write its results into ``directory``."""
+def _build(cfg: DataConfig, directory: Path, tokenizer: Tokenizer | None) -> None:
+    """Run the pipeline and write its results into ``directory`` (training a tokenizer unless one is given)."""
     start = time.perf_counter()
     splits = make_splits(cfg)
     if len(splits.train) == 0:
         raise UserError("data: no training pairs left after the dev/test split; lower data.dev_size/test_size")
     teaching = [part for part, c in zip(splits.train_parts(), cfg.corpus_list(), strict=True) if c.vocab]
-    tokenizer = Tokenizer.train(
+    tokenizer = tokenizer or Tokenizer.train(
         [s for part in teaching for s in part.src],
         [t for part in teaching for t in part.tgt],
         cfg.vocab_size,
@@ -294,9 +296,12 @@ def _build(cfg: DataConfig, directory: Path) -> None:
     (directory / "report.json").write_text(json.dumps(report, indent=1))
 
 
-def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
-    """Build (or load from cache) the encoded splits and tokenizer; fill ``run_dir``."""
-    directory = Path(cfg.cache_dir) / cache_key(cfg)
+def prepare_data(cfg: DataConfig, run_dir: Path | None = None, tokenizer: Tokenizer | None = None) -> PreparedData:
+    """Build (or load from cache) the encoded splits and tokenizer; fill ``run_dir``.
+
+    ``tokenizer``: encode with this one (a warm start's) instead of training one on the corpus.
+    """
+    directory = Path(cfg.cache_dir) / cache_key(cfg, tokenizer)
     directory.parent.mkdir(parents=True, exist_ok=True)
     with (directory.parent / f".{directory.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the ranks of a torchrun job on one machine: one builds, the rest wait
@@ -307,7 +312,7 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None) -> PreparedData:
             )  # files deleted from an entry (by hand, by a cleaner): rebuild it
             tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".build-"))
             try:
-                _build(cfg, tmp)
+                _build(cfg, tmp, tokenizer)
                 tmp.rename(directory)  # atomic: a half-built cache is never seen
             except OSError:  # another process finished first
                 if not (directory / "report.json").is_file():

@@ -38,6 +38,7 @@ from seq2seq.runlog import RunLog, describe
 from seq2seq.search import search_ids
 from seq2seq.signals import StopRequest, sigterm_interrupts, stop_deferred, stop_requests
 from seq2seq.tokenizer import PAD
+from seq2seq.warmstart import load_warm_start
 
 
 def resolve_device(name: str) -> torch.device:
@@ -171,9 +172,14 @@ class Trainer:
         torch.set_num_threads(self.tc.threads or max(len(os.sched_getaffinity(0)) // world.local_size, 1))
         torch.manual_seed(self.tc.seed)
         random.seed(self.tc.seed)
-        self.data: PreparedData = prepare_data(cfg.data, self.run_dir if world.main else None)
+        warm = load_warm_start(self.tc.init_from, cfg) if self.tc.init_from else None
+        self.data: PreparedData = prepare_data(
+            cfg.data, self.run_dir if world.main else None, warm.tokenizer if warm else None
+        )
         tok = self.data.tokenizer
         self.model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD).to(self.device)
+        if warm:  # fresh optimizer, schedule and step count; a resume below still wins over these weights
+            self.model.load_state_dict(warm.model)
         # bf16: forward and backward run on a bf16 copy; the optimizer and checkpoints keep self.model in float32.
         self.weights = MasterWeights(self.model, bf16=self.precision == "bf16")
         if world.distributed:  # the same initial weights everywhere (same seed), then a dropout stream per rank
