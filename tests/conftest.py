@@ -112,6 +112,18 @@ def run_cli(*args: str, stdin: str = "", cwd: Path = REPO, timeout: float = 120)
     )
 
 
+def torchrun(*args: str, launcher: tuple[str, ...] = ("--nproc-per-node", "2")) -> list[str]:
+    """The command line of ``torchrun LAUNCHER -m seq2seq ARGS`` with this interpreter."""
+    return [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "seq2seq", *args]
+
+
+def run_torchrun(*args: str, launcher: tuple[str, ...] = ("--nproc-per-node", "2")) -> subprocess.CompletedProcess:
+    """``torchrun LAUNCHER -m seq2seq ARGS`` in the repository; never raises on a non-zero exit status."""
+    return subprocess.run(
+        torchrun(*args, launcher=launcher), capture_output=True, text=True, cwd=REPO, env=CLI_ENV, timeout=240
+    )
+
+
 def sets(*pairs: str) -> list[str]:
     """``sets("a.b=1", "c.d=2")`` -> ``["--set", "a.b=1", "--set", "c.d=2"]``."""
     return [arg for pair in pairs for arg in ("--set", pair)]

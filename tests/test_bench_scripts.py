@@ -94,3 +94,14 @@ def test_bench_serve_reports_every_level(tmp_path, toy_run):
     assert report["server_peak_rss_mib"] > 0
     assert set(report["ratios"]) == {"3_vs_1_clients", "3_clients_vs_batch", "p95_1_client_vs_single"}
     assert "| clients | sentences/s |" in done.stdout
+
+
+def test_bench_data_reports_prepare_and_training_memory(tmp_path):
+    out = tmp_path / "data.json"
+    toy = ("--config", "configs/toy.yaml", "--src", "tests/fixtures/toy.zh", "--tgt", "tests/fixtures/toy.en")
+    sizes = ("--pairs", "1500", "--train-steps", "2", "--workdir", str(tmp_path))
+    done = _run("scripts/bench_data.py", *toy, *sizes, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["pairs"] == 1500 and 0 < row["train_pairs"] <= 1500 - 200  # dev and test held out
+    assert row["prepare_peak_rss_mb"] > 0 and row["train_peak_rss_mb"] > 0 and row["pairs_per_s"] > 0

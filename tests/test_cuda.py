@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import END, PAD, VOCAB, build_tiny_model, random_batch
+from conftest import END, PAD, VOCAB, build_tiny_model, random_batch, run_torchrun, toy_train_args
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from seq2seq.batching import Batch
+from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import DecodeConfig, load_config
 from seq2seq.layers import Dropout
 from seq2seq.loss import projected_cross_entropy
@@ -148,3 +149,15 @@ def test_decoding_on_cuda_gives_the_cpu_output(beam):
     for cpu_hyps, gpu_hyps in zip(on_cpu, on_gpu, strict=True):
         assert [h.tokens for h in gpu_hyps] == [h.tokens for h in cpu_hyps]
         assert [h.score for h in gpu_hyps] == pytest.approx([h.score for h in cpu_hyps], abs=1e-4)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_two_gpus_train_one_model_over_nccl(tmp_path):
+    run = tmp_path / "run"
+    steps = ("train.max_steps=20", "train.eval_every=10", "train.eval_sentences=2")
+    args = toy_train_args(run, tmp_path / "cache", *steps)
+    result = run_torchrun(*[a if a != "cpu" else "cuda" for a in args])  # --device cuda: one GPU per rank
+    assert result.returncode == 0, result.stderr
+    assert "on cuda:0 x 2 ranks" in result.stdout
+    state = load_checkpoint(run / "last.pt")
+    assert state["world_size"] == 2 and state["progress"]["step"] == 20

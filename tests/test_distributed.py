@@ -9,11 +9,10 @@ Each rank runs one thread: on a shared 2-core machine more would only contend.
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import torch
-from conftest import CLI_ENV, REPO, TOY, metrics_records, run_cli, toy_train_args
+from conftest import CLI_ENV, REPO, TOY, metrics_records, run_cli, run_torchrun, torchrun, toy_train_args
 
 from seq2seq.batching import BucketSampler
 from seq2seq.checkpoint import load_checkpoint
@@ -23,17 +22,6 @@ from seq2seq.distributed import SINGLE, World
 from seq2seq.train import Trainer
 
 QUICK = ("train.eval_sentences=4",)
-
-
-def torchrun(*args: str, launcher: tuple[str, ...] = ("--nproc-per-node", "2")) -> list[str]:
-    """The command line of ``torchrun LAUNCHER -m seq2seq ARGS`` with this interpreter."""
-    return [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "seq2seq", *args]
-
-
-def run_torchrun(*args: str, launcher: tuple[str, ...] = ("--nproc-per-node", "2")) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        torchrun(*args, launcher=launcher), capture_output=True, text=True, cwd=REPO, env=CLI_ENV, timeout=240
-    )
 
 
 def free_port() -> int:
