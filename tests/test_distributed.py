@@ -6,10 +6,12 @@ translates, SIGTERM to the launcher saves last.pt once and a second launch resum
 Each rank runs one thread: on a shared 2-core machine more would only contend.
 """
 
+import os
 import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import torch
 from conftest import CLI_ENV, REPO, TOY, metrics_records, run_cli, run_torchrun, torchrun, toy_train_args
@@ -100,10 +102,7 @@ def test_sigterm_to_the_launcher_saves_once_and_a_second_launch_resumes(tmp_path
         text=True,
         preexec_fn=_default_stop_signals,  # pytest itself may run with the stop signals ignored
     ) as launcher:
-        deadline = time.monotonic() + 120
-        while not (run / "metrics.jsonl").is_file() or not (run / "metrics.jsonl").read_text():
-            assert launcher.poll() is None and time.monotonic() < deadline, launcher.stderr.read()
-            time.sleep(0.2)  # the first training record (step 20): the run is under way
+        _started(run, launcher)
         launcher.send_signal(signal.SIGTERM)
         out, err = launcher.communicate(timeout=60)
     assert out.count("interrupted at step") == 1, out + err
@@ -113,6 +112,28 @@ def test_sigterm_to_the_launcher_saves_once_and_a_second_launch_resumes(tmp_path
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed at step {saved}" in resumed.stdout
     assert load_checkpoint(run / "last.pt")["progress"]["step"] == saved + 5
+
+
+def _started(run, launcher: subprocess.Popen) -> None:
+    """Wait for the run's first training record (step 20): training is under way on every rank."""
+    deadline = time.monotonic() + 120
+    while not (run / "metrics.jsonl").is_file() or not (run / "metrics.jsonl").read_text():
+        assert launcher.poll() is None and time.monotonic() < deadline, launcher.stderr.read()
+        time.sleep(0.2)
+
+
+def test_a_killed_rank_ends_the_job_with_a_report_naming_it(tmp_path, toy_cache):
+    run = tmp_path / "run"
+    args = toy_train_args(run, toy_cache, "train.max_steps=5000", "train.eval_every=5000", *QUICK)
+    with subprocess.Popen(
+        torchrun(*args), cwd=REPO, env=CLI_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as launcher:
+        _started(run, launcher)
+        ranks = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split()
+        os.kill(int(ranks[-1]), signal.SIGKILL)
+        _, err = launcher.communicate(timeout=60)  # the other rank does not wait for the collective's timeout
+    assert launcher.returncode != 0
+    assert "Root Cause" in err and "rank      : 1" in err and "SIGKILL" in err, err
 
 
 def test_two_launchers_on_one_host_train_as_two_machines(tmp_path, toy_cache):
