@@ -29,6 +29,8 @@ How the work is shared, and why:
   stopping, a stop signal) is agreed by an all-reduce at each step boundary
   (``World.any_of``), so no rank waits in a collective that another rank skipped: the clock
   differs per rank, and ``torchrun`` forwards SIGTERM to every rank, each at its own moment.
+  The time trained is agreed as well (the slowest rank's), since a cosine schedule under
+  ``max_minutes`` reads it: ranks with different learning rates would drift apart.
 * **Writing.** Only rank 0 writes the run directory (checkpoints, metrics.jsonl, the bar and
   log lines); the others only compute. Validation runs on every rank, each on its share of
   the dev batches and of the sentences to decode, and the figures are combined, so every
@@ -88,6 +90,14 @@ class World:
         total = torch.tensor(values, dtype=torch.float64, device=self._comm_device)
         dist.all_reduce(total)
         return total.tolist()
+
+    def max(self, value: float) -> float:
+        """The largest ``value`` over the ranks (float64)."""
+        if not self.distributed:
+            return value
+        largest = torch.tensor([value], dtype=torch.float64, device=self._comm_device)
+        dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+        return float(largest)
 
     def any_of(self, flags: Sequence[bool]) -> list[bool]:
         """Element-wise OR of ``flags`` over the ranks: every rank gets the same decisions."""

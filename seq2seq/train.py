@@ -440,7 +440,8 @@ class Trainer:
             try:
                 while (reason := self._stop_reason(started, elapsed_before)) is None:
                     loss, tokens = self.train_step()
-                    p.elapsed = elapsed_before + time.perf_counter() - started
+                    # One clock for all ranks: the schedule reads it, and their weights must stay equal.
+                    p.elapsed = self.world.max(elapsed_before + time.perf_counter() - started)
                     left = f"{max(tc.max_minutes * 60 - p.elapsed, 0) / 60:.0f}m left" if tc.max_minutes else ""
                     lr = self.scheduler.get_last_lr()[0]
                     log.step(p.step, loss, tokens, lr, self.sampler.epoch, p.elapsed / 60, left)
