@@ -4,7 +4,7 @@ and the peak memory of a training process reading the prepared data.
 The corpus of N pairs is made from the Tatoeba pairs by seeded recombination: line k joins two
 pairs (i, j) chosen by a seeded bijection of k onto the (i, j) grid, so every line is unique
 and the lengths are those of two-sentence inputs. Each measurement runs in a fresh process that
-reports its own peak resident memory (``ru_maxrss``): ``prepare`` builds the cache from scratch
+reports its own peak resident memory (``ru_maxrss``) and CPU time: ``prepare`` builds the cache from scratch
 (a cache miss), then a training process runs ``--train-steps`` steps of the config's model on
 the prepared data (a cache hit) and validates once.
 
@@ -38,8 +38,9 @@ from seq2seq.dataset import prepare_data
 cfg = load_config(sys.argv[1], sys.argv[2:])
 start = time.perf_counter()
 data = prepare_data(cfg.data)
+usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"seconds": time.perf_counter() - start, "train": data.report["train"],
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}))
 """
 TRAIN = """
 import json, resource, sys
@@ -111,6 +112,7 @@ def main() -> None:
                 "pairs": pairs,
                 "prepare_s": round(prepared["seconds"], 1),
                 "pairs_per_s": round(pairs / prepared["seconds"]),
+                "prepare_cpu_s": round(prepared["cpu_seconds"], 1),  # all threads: steadier than wall time when shared
                 "prepare_peak_rss_mb": round(prepared["peak_rss_mb"]),
                 "train_pairs": prepared["train"],
                 "train_peak_rss_mb": round(trained["peak_rss_mb"]),
