@@ -112,12 +112,16 @@ def run_cli(*args: str, stdin: str = "", cwd: Path = REPO, timeout: float = 120)
     )
 
 
-def torchrun(*args: str, launcher: tuple[str, ...] = ("--nproc-per-node", "2")) -> list[str]:
+# --standalone: a rendezvous on a free local port, so concurrent jobs on one machine do not collide.
+ONE_MACHINE = ("--standalone", "--nproc-per-node", "2")
+
+
+def torchrun(*args: str, launcher: tuple[str, ...] = ONE_MACHINE) -> list[str]:
     """The command line of ``torchrun LAUNCHER -m seq2seq ARGS`` with this interpreter."""
     return [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "seq2seq", *args]
 
 
-def run_torchrun(*args: str, launcher: tuple[str, ...] = ("--nproc-per-node", "2")) -> subprocess.CompletedProcess:
+def run_torchrun(*args: str, launcher: tuple[str, ...] = ONE_MACHINE) -> subprocess.CompletedProcess:
     """``torchrun LAUNCHER -m seq2seq ARGS`` in the repository; never raises on a non-zero exit status."""
     return subprocess.run(
         torchrun(*args, launcher=launcher), capture_output=True, text=True, cwd=REPO, env=CLI_ENV, timeout=240
