@@ -18,6 +18,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -303,13 +305,10 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None, tokenizer: Tokeni
     """
     directory = Path(cfg.cache_dir) / cache_key(cfg, tokenizer)
     directory.parent.mkdir(parents=True, exist_ok=True)
-    with (directory.parent / f".{directory.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the ranks of a torchrun job on one machine: one builds, the rest wait
+    with _locked(directory.parent):  # the ranks of a torchrun job on one machine: one builds, the rest wait
         cached = _complete(directory)
         if not cached:
-            shutil.rmtree(
-                directory, ignore_errors=True
-            )  # files deleted from an entry (by hand, by a cleaner): rebuild it
+            shutil.rmtree(directory, ignore_errors=True)  # files deleted from an entry (by hand, a cleaner): rebuild
             tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".build-"))
             try:
                 _build(cfg, tmp, tokenizer)
@@ -344,6 +343,17 @@ def _complete(directory: Path) -> bool:
         f"{split}.{side}" for split in ("train", "dev", "test") for side in "src tgt".split()
     ]
     return all((directory / name).is_file() for name in names) and any(directory.glob("spm*.model"))
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock on ``directory`` for the block (released when the process dies, too)."""
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
 
 
 def _install_into_run(cache: Path, run_dir: Path) -> None:
