@@ -94,3 +94,27 @@ def test_bench_serve_reports_every_level(tmp_path, toy_run):
     assert report["server_peak_rss_mib"] > 0
     assert set(report["ratios"]) == {"3_vs_1_clients", "3_clients_vs_batch", "p95_1_client_vs_single"}
     assert "| clients | sentences/s |" in done.stdout
+
+
+def test_bench_search_options_reports_every_mode(tmp_path, toy_run):
+    out = tmp_path / "options.json"
+    done = _run(
+        "scripts/bench_search_options.py",
+        "--model",
+        str(toy_run),
+        "--sentences",
+        "12",
+        "--rounds",
+        "1",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert [row["mode"] for row in report["rows"]][:2] == ["greedy", "beam 5"] and len(report["rows"]) == 5
+    for row in report["rows"]:
+        assert row["sentences_per_s"] > 0 and 0 <= row["bleu"] <= 100
+    (glossary,) = [row for row in report["rows"] if "sentences_with_terms" in row]
+    assert glossary["all_terms_in_output"] <= glossary["sentences_with_terms"]
