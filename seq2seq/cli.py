@@ -1,8 +1,9 @@
-"""The ``seq2seq`` command: train, prepare, translate, evaluate, export, serve. Wiring only."""
+"""The ``seq2seq`` command: train, prepare, translate, score, evaluate, export, serve. Wiring only."""
 
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from collections.abc import Iterable
@@ -15,6 +16,7 @@ from seq2seq.attention_map import save_heatmap, select
 from seq2seq.batching import BucketSampler, padding_fraction
 from seq2seq.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, BucketScore, bucket_scores
 from seq2seq.checkpoint import load_checkpoint
+from seq2seq.compare import compare
 from seq2seq.config import DEFAULT_CONFIG, load_config
 from seq2seq.corpus import normalize, read_lines, split_lines
 from seq2seq.ct2 import QUANTIZATIONS, SETTINGS, require_exported
@@ -22,12 +24,15 @@ from seq2seq.dataset import prepare_data
 from seq2seq.distributed import join_world
 from seq2seq.errors import UserError
 from seq2seq.evaluate import score
+from seq2seq.glossary import Glossary
 from seq2seq.inference import ENGINES, PRECISIONS, load_translator
 from seq2seq.mixing import CorpusMix
 from seq2seq.runlock import RunLock
+from seq2seq.search import Sampler
 from seq2seq.streaming import prompted_lines, stream_chunks
+from seq2seq.trace import format_trace, trace_sentence
 from seq2seq.train import Trainer, resolve_device
-from seq2seq.translate import Translation, Translator, resolve_checkpoint
+from seq2seq.translate import Translation, Translator, load_models, resolve_checkpoint
 
 
 def _default_run_dir() -> str:
@@ -85,11 +90,30 @@ def _read_inputs(args: argparse.Namespace) -> list[str] | None:
     return None
 
 
-def _load_translator(args: argparse.Namespace, model_path: str | Path) -> Translator:
-    """The translator of ``--engine`` in ``--precision`` (CTranslate2 runs on the CPU: ``auto`` means cpu)."""
+def _load_translator(args: argparse.Namespace, model_paths: list[str]) -> Translator:
+    """The translator of ``--engine`` in ``--precision`` (CTranslate2 runs on the CPU: ``auto`` means cpu);
+    several ``--model``: an ensemble of them (our own decoder only)."""
     cpu_engine = args.engine == "ctranslate2" and args.device == "auto"
     device = resolve_device("cpu" if cpu_engine else args.device)
-    return load_translator(model_path, device, args.set, args.precision, args.engine)
+    translator = load_translator(model_paths[0], device, args.set, args.precision, args.engine)
+    if len(model_paths) == 1:
+        return translator
+    if args.engine != "torch":
+        raise UserError("an ensemble of several --model needs our own decoder (--engine torch)")
+    ensemble, _, _ = load_models(model_paths, device, args.set)
+    return Translator(
+        ensemble,
+        translator.tokenizer,
+        translator.decode,
+        device,
+        translator.precision,
+        normalize_source=translator.normalize_source,
+        normalize_target=translator.normalize_target,
+    )
+
+
+def _models(args: argparse.Namespace) -> list[str]:
+    return args.model or [_default_run_dir()]
 
 
 def _format(results: list[Translation], as_json: bool, nbest: int) -> list[str]:
@@ -104,6 +128,8 @@ def _format(results: list[Translation], as_json: bool, nbest: int) -> list[str]:
                 "score": round(best.score, 4),
                 "tokens": best.pieces,
             }
+            if result.constraints is not None:
+                record["constraints"] = result.constraints
             if nbest > 1:
                 record["nbest"] = [{"translation": o.text, "score": round(o.score, 4)} for o in result.outputs]
             lines.append(json.dumps(record, ensure_ascii=False))
@@ -114,16 +140,46 @@ def _format(results: list[Translation], as_json: bool, nbest: int) -> list[str]:
     return lines
 
 
+def _check_decoding_options(args: argparse.Namespace) -> None:
+    """Options that cannot go together, or values out of range: a one-line error."""
+    if args.sample and args.beam not in (None, 1):
+        raise UserError("--sample draws tokens one at a time: drop --beam (--nbest K draws K samples)")
+    if args.sample and args.glossary:
+        raise UserError("--glossary needs beam search: drop --sample")
+    if args.temperature < 0 or not 0 <= args.top_p <= 1 or args.top_k < 0:
+        raise UserError("--temperature must be >= 0, --top-k >= 0 and --top-p between 0 and 1")
+    if args.prefix is not None and args.prefix_tsv:
+        raise UserError("give either --prefix TEXT (one prefix for every sentence) or --prefix-tsv, not both")
+    if args.attention and len(args.model or []) > 1:
+        raise UserError("--attention shows one model's attention: give one --model")
+
+
+def _split_prefixes(args: argparse.Namespace, lines: list[str]) -> tuple[list[str], list[str] | None]:
+    """Sentences and their prefixes: --prefix for all, or --prefix-tsv's second column (SOURCE<TAB>PREFIX)."""
+    if args.prefix is not None:
+        return lines, [args.prefix] * len(lines)
+    if not args.prefix_tsv:
+        return lines, None
+    pairs = [line.split("\t", 1) if "\t" in line else [line, ""] for line in lines]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
 def cmd_translate(args: argparse.Namespace) -> None:
+    _check_decoding_options(args)
     if args.attention and args.engine != "torch":
         raise UserError("--attention needs our own decoder (--engine torch)")
-    translator = _load_translator(args, args.model or _default_run_dir())
+    translator = _load_translator(args, _models(args))
     if args.max_len is not None:
         translator.decode = dataclasses.replace(translator.decode, max_len_a=0.0, max_len_b=args.max_len)
     decode = translator.decode
     sentences = _read_inputs(args)
-    beam = args.beam or decode.beam
-    nbest = min(args.nbest, beam)
+    glossary = Glossary.read(args.glossary) if args.glossary else None
+    beam = 1 if args.sample else args.beam or decode.beam
+    if args.trace:
+        _trace(args, translator, sentences if sentences is not None else sys.stdin.read().splitlines(), beam, glossary)
+        return
+    nbest = args.nbest if args.sample else min(args.nbest, beam)
+    sampler = Sampler(args.temperature, args.top_k, args.top_p, args.seed, translator.device) if args.sample else None
     size = args.chunk_lines or decode.batch_sentences * 8  # a sorting window long enough to batch well
     if sentences is not None:
         chunks: Iterable[list[str]] = (sentences[i : i + size] for i in range(0, len(sentences), size))
@@ -136,8 +192,11 @@ def cmd_translate(args: argparse.Namespace) -> None:
     first = None
     try:
         with tqdm(total=len(sentences) if sentences else None, disable=not args.output, unit="sent") as bar:
-            for chunk in chunks:
-                results = translator.translate(chunk, beam, nbest)
+            for lines in chunks:
+                chunk, prefixes = _split_prefixes(args, lines)
+                results = translator.translate(
+                    chunk, beam, nbest, sampler=sampler, prefixes=prefixes, glossary=glossary
+                )
                 out.write("".join(line + "\n" for line in _format(results, args.json, nbest)))
                 out.flush()  # a stream's reader sees each chunk as soon as it is translated
                 first = results[0] if first is None else first
@@ -147,6 +206,18 @@ def cmd_translate(args: argparse.Namespace) -> None:
             out.close()
     if args.attention and first is not None:
         _save_attention(args, translator, first)
+
+
+def _trace(
+    args: argparse.Namespace, translator: Translator, lines: list[str], beam: int, glossary: Glossary | None
+) -> None:
+    sentences, prefixes = _split_prefixes(args, lines)
+    if len(sentences) != 1:
+        raise UserError(f"--trace shows one sentence's search; got {len(sentences)} sentences")
+    if translator.model is None:
+        raise UserError("--trace needs our own decoder (--engine torch)")
+    trace = trace_sentence(translator, sentences[0], beam, prefixes[0] if prefixes else "", glossary)
+    sys.stdout.write(json.dumps(trace, ensure_ascii=False) + "\n" if args.json else format_trace(trace))
 
 
 def _save_attention(args: argparse.Namespace, translator: Translator, result: Translation) -> None:
@@ -186,8 +257,93 @@ def _breakdown(
     return result
 
 
+def _run_files(args: argparse.Namespace, run: str | None) -> tuple[Path, Path]:
+    """The source and reference files: --src/--ref, else the run directory's test split."""
+    run_dir = Path(run or _default_run_dir())
+    run_dir = run_dir if run_dir.is_dir() else run_dir.parent
+    return (Path(args.src) if args.src else run_dir / "test.src"), (
+        Path(args.ref) if args.ref else run_dir / "test.tgt"
+    )
+
+
+def _read_aligned(src_path: Path, ref_path: Path) -> tuple[list[str], list[str]]:
+    sources, references = read_lines(src_path, "--src"), read_lines(ref_path, "--ref")
+    if len(sources) != len(references):
+        raise UserError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
+    return sources, references
+
+
+def _translate_file(models: list[str], args: argparse.Namespace, sources: list[str]) -> list[str]:
+    translator = _load_translator(args, models)
+    return [r.best.text for r in translator.translate(sources, args.beam or translator.decode.beam)]
+
+
+def cmd_score(args: argparse.Namespace) -> None:
+    models = _models(args)
+    resolve_checkpoint(models[0])  # no model: say "train first" before anything else
+    sources, references = _read_aligned(*_run_files(args, models[0]))
+    translator = _load_translator(args, models)
+    tokenizer = translator.tokenizer
+    scores = translator.score(sources, references)
+    lines = []
+    for source, reference, forced in zip(sources, references, scores, strict=True):
+        if args.json:
+            ids = translator.target_ids(reference)
+            record = {
+                "source": source,
+                "reference": reference,
+                "tokens": [*tokenizer.tgt_pieces(ids), "<end>"],
+                "token_log_probs": [round(v, 4) for v in forced.token_log_probs],
+                "log_prob": round(forced.log_prob, 4),
+                "normalized": round(forced.normalized, 4),
+            }
+            lines.append(json.dumps(record, ensure_ascii=False))
+        else:
+            lines.append(f"{forced.log_prob:.4f}\t{forced.normalized:.4f}\t{reference}")
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    tokens = sum(len(f.token_log_probs) for f in scores)
+    total = sum(f.log_prob for f in scores)
+    print(
+        f"{len(scores)} sentences, {tokens} tokens: log-probability {total:.2f}, "
+        f"{total / max(tokens, 1):.4f} per token (perplexity {math.exp(-total / max(tokens, 1)):.2f})",
+        file=sys.stderr,
+    )
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    """evaluate --compare RUN… (each run translates the test split) or --hyp A --hyp B…"""
+    if args.compare is not None and len(args.compare) < 2:
+        raise UserError("--compare needs at least two runs (the first is the baseline)")
+    if args.compare and args.hyp:
+        raise UserError("give either --compare RUN… or --hyp FILE…, not both")
+    if args.hyp:
+        systems = [(path, read_lines(path, "--hyp")) for path in args.hyp]
+        references = read_lines(_run_files(args, args.model[0] if args.model else None)[1], "--ref")
+    else:
+        src_path, ref_path = _run_files(args, args.compare[0])
+        sources, references = _read_aligned(src_path, ref_path)
+        for run in args.compare[1:]:
+            if not args.ref and read_lines(_run_files(args, run)[1], "--ref") != references:
+                raise UserError(
+                    f"--compare {run}: its test split differs from {args.compare[0]}'s; give --src and --ref"
+                )
+        for run in args.compare:
+            resolve_checkpoint(run)
+        systems = [(run, _translate_file([run], args, sources)) for run in args.compare]
+    result = compare(systems, references, args.bootstrap, args.trials)
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+        return
+    sys.stdout.write(result.table())
+    for metric, signature in result.signatures.items():
+        print(f"{metric}: {signature}")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    run_dir = Path(args.model or _default_run_dir())
+    if args.compare is not None or len(args.hyp) > 1:
+        cmd_compare(args)
+        return
+    run_dir = Path(_models(args)[0])
     if not args.hyp:  # no model: say how to make one before anything else
         resolve_checkpoint(run_dir) if args.engine == "torch" else require_exported(run_dir)
     run_dir = run_dir if run_dir.is_dir() else run_dir.parent
@@ -196,9 +352,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     references = read_lines(ref_path, "--ref")
     start = time.perf_counter()
     if args.hyp:
-        hypotheses = read_lines(args.hyp, "--hyp")
+        hypotheses = read_lines(args.hyp[0], "--hyp")
     else:
-        translator = _load_translator(args, args.model or run_dir)
+        translator = _load_translator(args, args.model or [str(run_dir)])
         sources = read_lines(src_path, "--src")
         if len(sources) != len(references):
             raise UserError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
@@ -293,6 +449,15 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_models(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model",
+        action="append",
+        help="run directory or checkpoint file (default: the zh-en recipe's run directory); "
+        "several: an ensemble averaging their log-probabilities",
+    )
+
+
 def _add_decode_set(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--set",
@@ -327,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("translate", help="translate sentences (arguments, stdin or -i FILE)")
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
-    p.add_argument("--model", help="run directory or checkpoint file (default: the zh-en recipe's run directory)")
+    _add_models(p)
     p.add_argument("-i", "--input", help="file with one sentence per line")
     p.add_argument("-o", "--output", help="write translations here (with a progress bar)")
     p.add_argument("--beam", type=int, help="beam size (1 = greedy; default from the model's config)")
@@ -348,13 +513,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention (default: last)")
     p.add_argument("--head", type=int, help="head for --attention (default: mean over heads)")
+    p.add_argument("--sample", action="store_true", help="draw tokens instead of searching (--nbest K: K samples)")
+    p.add_argument("--temperature", type=float, default=1.0, help="--sample: divide log-probabilities (0: greedy)")
+    p.add_argument("--top-k", type=int, default=0, help="--sample: draw from the K most probable tokens (0: all)")
+    p.add_argument("--top-p", type=float, default=1.0, help="--sample: draw from the top tokens holding P (1: all)")
+    p.add_argument("--seed", type=int, default=0, help="--sample: random seed (same seed, same draws)")
+    p.add_argument("--prefix", help="force every translation to start with this text")
+    p.add_argument("--prefix-tsv", action="store_true", help="input lines are SOURCE<TAB>PREFIX (prefix may be empty)")
+    p.add_argument("--glossary", metavar="TERMS.tsv", help="source<TAB>target terms the translation must use")
+    p.add_argument("--trace", action="store_true", help="show one sentence's beams at every step (--json: as JSON)")
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("evaluate", help="score translations with BLEU/chrF (default: the run's test split)")
-    p.add_argument("--model", help="run directory or checkpoint file (default: the zh-en recipe's run directory)")
+    p = sub.add_parser("score", help="forced decoding: the log-probability of each reference given its source")
+    _add_models(p)
     p.add_argument("--src", help="source file (default: the run's test.src)")
     p.add_argument("--ref", help="reference file (default: the run's test.tgt)")
-    p.add_argument("--hyp", help="score this translation file instead of translating")
+    p.add_argument("--device", default="auto")
+    _add_engine(p)
+    _add_decode_set(p)
+    p.add_argument("--json", action="store_true", help="one JSON object per line, with per-token log-probabilities")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("evaluate", help="score translations with BLEU/chrF (default: the run's test split)")
+    _add_models(p)
+    p.add_argument("--src", help="source file (default: the run's test.src)")
+    p.add_argument("--ref", help="reference file (default: the run's test.tgt)")
+    p.add_argument(
+        "--hyp", action="append", default=[], help="score this translation file instead of translating (twice: compare)"
+    )
+    p.add_argument("--compare", nargs="+", metavar="RUN", help="translate with each run and compare (first: baseline)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="comparison: bootstrap resamples (CIs, paired test)")
+    p.add_argument("--trials", type=int, default=10000, help="comparison: approximate randomization trials")
     p.add_argument("--bleu", action="store_true", help="report BLEU (default: BLEU and chrF)")
     p.add_argument("--chrf", action="store_true", help="report chrF (default: BLEU and chrF)")
     p.add_argument("--beam", type=int, help="beam size (default from the model's config)")
@@ -404,6 +593,8 @@ POSITIVE_FLAGS = (
     "max_chars",
     "batch_sentences",
     "batch_tokens",
+    "bootstrap",
+    "trials",
 )
 
 

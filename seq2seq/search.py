@@ -2,6 +2,11 @@
 with ``encode``, ``decode`` and ``logits`` (see ``seq2seq.model.Transformer``),
 and ``search_ids``, the batched entry point that training and translation call.
 
+Both take per-step *logits processors* (``LogitsProcessor``): functions that
+mask the next-token log-probabilities (forced prefixes, n-gram blocking) so one
+loop serves every variant. Greedy search also takes a ``Sampler``, which draws
+the next token (temperature, top-k, top-p) instead of taking the most probable.
+
 Both start every hypothesis from ``<start>``, feed one new position per step
 through a ``DecoderCache`` (``use_cache=False`` re-runs the decoder on the whole
 prefix instead: slower, same result, kept for tests and benchmarks), stop a
@@ -9,6 +14,7 @@ sentence at ``<end>`` or at ``max_len_a · len(src) + max_len_b`` tokens, and st
 the batch when every sentence is done.
 """
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +39,90 @@ class Hypothesis:
     score: float
 
 
+LogitsProcessor = Callable[[int, Tensor, Tensor, list[int]], None]
+"""``processor(step, tokens, log_probs, sentences)``: tokens (R, 1+step) are the rows' prefixes
+(``<start> y…``), log_probs (R, V) their next-token log-probabilities, changed in place, and
+``sentences[r]`` the sentence (index in the batch given to the search) of row r: the searches
+drop finished sentences, so rows move. Processors only set entries to -inf: the tokens they
+allow keep the model's log-probability, so scores stay log-probabilities."""
+
+
+def block_repeats(n: int) -> LogitsProcessor:
+    """A processor that forbids any token completing an n-gram the row already holds."""
+
+    def process(step: int, tokens: Tensor, log_probs: Tensor, sentences: list[int]) -> None:
+        for row, prefix in enumerate(tokens[:, 1:].tolist()):
+            banned = _banned_tokens(prefix, n)
+            if banned:
+                log_probs[row, list(banned)] = float("-inf")
+
+    return process
+
+
+def force_prefixes(prefixes: Sequence[Sequence[int]]) -> LogitsProcessor:
+    """A processor that makes every row of sentence i start with ``prefixes[i]``; once a row is
+    past its prefix the model continues freely."""
+    longest = max((len(p) for p in prefixes), default=0)
+
+    def process(step: int, tokens: Tensor, log_probs: Tensor, sentences: list[int]) -> None:
+        if step >= longest:
+            return
+        for row, sentence in enumerate(sentences):
+            prefix = prefixes[sentence]
+            if step < len(prefix):
+                keep = log_probs[row, prefix[step]].clone()
+                log_probs[row] = float("-inf")
+                log_probs[row, prefix[step]] = keep
+
+    return process
+
+
+class Sampler:
+    """Draws next tokens from the model's distribution, reshaped by temperature, top-k and top-p.
+
+    Temperature divides the log-probabilities (0 takes the most probable token: greedy); top-k keeps
+    the k most probable tokens (0: all); top-p keeps the smallest set of most probable tokens whose
+    probability reaches p (1: all); ``<pad>`` and ``<start>`` are never drawn. What is kept is
+    renormalised and drawn from with one seeded generator, so the same inputs, seed and batch size
+    give the same draws.
+    """
+
+    def __init__(
+        self,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def truncated(self, log_probs: Tensor) -> Tensor:
+        """(R, V) log-probabilities -> (R, V) log-probabilities of the distribution drawn from."""
+        logits = log_probs / self.temperature
+        logits[:, [PAD, BOS]] = float("-inf")  # not output tokens: a draw must never produce them
+        if 0 < self.top_k < logits.size(-1):
+            kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # (R, 1)
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.top_p < 1.0:
+            ordered, order = logits.sort(dim=-1, descending=True)
+            probs = ordered.softmax(dim=-1)
+            mass_before = probs.cumsum(dim=-1) - probs  # (R, V): mass of the more probable tokens
+            drop_sorted = mass_before >= self.top_p
+            drop_sorted[:, 0] = False  # the most probable token always stays (top_p = 0 is greedy)
+            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
+            logits = logits.masked_fill(drop, float("-inf"))
+        return logits.log_softmax(dim=-1)
+
+    def __call__(self, log_probs: Tensor) -> Tensor:
+        """(R, V) log-probabilities -> (R,) drawn token ids."""
+        if self.temperature <= 0:
+            return log_probs.argmax(dim=-1)
+        probs = self.truncated(log_probs).exp()
+        return torch.multinomial(probs, 1, generator=self.generator).squeeze(1)
+
+
 def length_limits(src: Tensor, max_len_a: float, max_len_b: int, max_positions: int) -> Tensor:
     """Per-sentence output limit (B,) = a·len(src) + b, within the position table."""
     src_len = (src != PAD).sum(dim=1)
@@ -50,9 +140,18 @@ def _step_log_probs(
 
 @torch.no_grad()
 def greedy_search(
-    model: nn.Module, src: Tensor, max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True
+    model: nn.Module,
+    src: Tensor,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    use_cache: bool = True,
+    processors: Sequence[LogitsProcessor] = (),
+    sampler: Sampler | None = None,
 ) -> list[Hypothesis]:
-    """Most probable token at every step, for a batch of sources (B, S).
+    """Most probable token at every step (or one drawn by ``sampler``), for a batch of sources (B, S).
+
+    The score is the summed log-probability of the chosen tokens under the model (not under the
+    sampler's reshaped distribution).
 
     A sentence leaves the batch when it is done: its rows of the encoder output, masks and
     cache are dropped, so later steps compute only the sentences still being decoded.
@@ -68,7 +167,13 @@ def greedy_search(
     live = list(range(b))  # the sentence of each batch row
     for step in range(max(limits)):
         log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)  # (L, V)
-        best_score, best = log_probs.max(dim=-1)  # (L,)
+        for process in processors:
+            process(step, tokens, log_probs, live)
+        if sampler is None:
+            best_score, best = log_probs.max(dim=-1)  # (L,)
+        else:
+            best = sampler(log_probs)  # (L,)
+            best_score = log_probs.gather(1, best[:, None]).squeeze(1)
         still = []  # batch rows that go on
         for row, (i, token, score) in enumerate(zip(live, best.tolist(), best_score.tolist(), strict=True)):
             scores[i] += score
@@ -102,6 +207,40 @@ def _length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def start_beams(
+    model: nn.Module, src: Tensor, n: int, use_cache: bool
+) -> tuple[Tensor, Tensor, Tensor, DecoderCache | None]:
+    """What a beam search over sources (B, S) starts from: the encoder output once per sentence,
+    repeated for its N beams (B*N, S, D), the mask likewise (B*N, 1, 1, S), ``<start>`` (B*N, 1)
+    and an empty cache."""
+    src_mask = padding_mask(src, PAD)
+    memory = model.encode(src, src_mask).repeat_interleave(n, dim=0)  # (B*N, S, D)
+    tokens = torch.full((src.size(0) * n, 1), BOS, dtype=torch.long, device=src.device)
+    return memory, src_mask.repeat_interleave(n, dim=0), tokens, DecoderCache() if use_cache else None
+
+
+def extend_beams(tokens: Tensor, rows: list[int], next_tokens: list[int], cache: DecoderCache | None) -> Tensor:
+    """The beams' prefixes (B*N, t) -> (B*N, t+1): row r continues row ``rows[r]`` with ``next_tokens[r]``;
+    the self-attention cache follows the same reordering."""
+    order = torch.tensor(rows, device=tokens.device)
+    if cache is not None:
+        cache.reorder(order)
+    return torch.cat([tokens.index_select(0, order), torch.tensor(next_tokens, device=tokens.device)[:, None]], dim=1)
+
+
+def beam_options(decode: DecodeConfig, beam: int, nbest: int, processors: Sequence[LogitsProcessor]) -> dict:
+    """Keyword arguments of ``beam_search`` (and ``constrained_beam_search``) from decoding settings."""
+    return dict(
+        beam=beam,
+        length_penalty=decode.length_penalty,
+        nbest=nbest,
+        max_len_a=decode.max_len_a,
+        max_len_b=decode.max_len_b,
+        no_repeat_ngram=decode.no_repeat_ngram,
+        processors=processors,
+    )
+
+
 @torch.no_grad()
 def beam_search(
     model: nn.Module,
@@ -113,6 +252,8 @@ def beam_search(
     max_len_b: int = 10,
     no_repeat_ngram: int = 0,
     use_cache: bool = True,
+    processors: Sequence[LogitsProcessor] = (),
+    trace: list[dict] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search for sources (B, S); returns the ``nbest`` best hypotheses per sentence.
 
@@ -126,27 +267,23 @@ def beam_search(
     The choice of candidates runs on tensors for the whole batch; Python sees only the
     hypotheses that finish. A done sentence leaves the batch (its rows of the encoder
     output, masks and cache are dropped), so later steps compute only live sentences.
+    ``trace``, when given, receives one ``trace_step`` record per step for the first sentence.
     """
     n, b, device = beam, src.size(0), src.device
-    src_mask = padding_mask(src, PAD)
-    memory = model.encode(src, src_mask).repeat_interleave(n, dim=0)  # (B*N, S, D)
-    src_mask = src_mask.repeat_interleave(n, dim=0)  # (B*N, 1, 1, S)
+    memory, src_mask, tokens, cache = start_beams(model, src, n, use_cache)
     limit_of = length_limits(src, max_len_a, max_len_b, model.cfg.max_positions).tolist()
-    tokens = torch.full((b * n, 1), BOS, dtype=torch.long, device=device)
     beam_scores = torch.zeros(b, n, device=device)
     beam_scores[:, 1:] = float("-inf")  # all beams start equal: expand only the first
-    cache = DecoderCache() if use_cache else None
+    processors = [*processors, block_repeats(no_repeat_ngram)] if no_repeat_ngram > 0 else processors
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
     live = list(range(b))  # the sentence of each group of N batch rows
     rank = torch.arange(2 * n, device=device)  # (2N,)
     for step in range(max(limit_of)):
         log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)  # (L*N, V)
         vocab = log_probs.size(-1)
-        if no_repeat_ngram > 0:
-            for row, prefix in enumerate(tokens[:, 1:].tolist()):
-                banned = _banned_tokens(prefix, no_repeat_ngram)
-                if banned:
-                    log_probs[row, list(banned)] = float("-inf")
+        for process in processors:
+            process(step, tokens, log_probs, [i for i in live for _ in range(n)])
+        ended_before = len(finished[0])
         candidates = (beam_scores.view(-1, 1) + log_probs).view(len(live), n * vocab)  # (L, N*V)
         top_scores, top_index = candidates.topk(2 * n, dim=1)  # (L, 2N), best first
         top_tokens = top_index % vocab
@@ -174,6 +311,12 @@ def beam_search(
         still = [
             group for group, i in enumerate(live) if len(finished[i]) < n and step + 1 < limit_of[i] and kept[group] > 0
         ]
+        if trace is not None and live[0] == 0:  # the first sentence is still in the batch, as group 0
+            beams = keep[0] if still[:1] == [0] else torch.zeros_like(keep[0])
+            prefixes = tokens[top_rows[0][beams], 1:].tolist()
+            kept_beams = zip(prefixes, top_tokens[0][beams].tolist(), top_scores[0][beams].tolist(), strict=True)
+            ended = finished[0][ended_before:]
+            trace.append(trace_step(step, [(p + [t], sc) for p, t, sc in kept_beams], ended, length_penalty))
         if not still:
             break
         # The N kept candidates of each remaining sentence, in rank order; a sentence with fewer
@@ -196,6 +339,28 @@ def beam_search(
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]
 
 
+def trace_step(step: int, live: list[tuple[list[int], float]], ended: list[Hypothesis], alpha: float) -> dict:
+    """One step of a beam trace as plain data (ids, not text): the live beams (prefix, summed
+    log-probability, length-penalised score) and the hypotheses that ended at this step."""
+    penalty = _length_penalty(step + 1, alpha)
+    return {
+        "step": step + 1,
+        "live": [
+            {"tokens": tokens, "score": score, "normalized": score / penalty}
+            for tokens, score in live
+            if score != float("-inf")
+        ],
+        "ended": [{"tokens": h.tokens, "score": h.score * penalty, "normalized": h.score} for h in ended],
+    }
+
+
+def length_sorted_batches(lengths: Sequence[int], size: int) -> Iterator[list[int]]:
+    """Indices in batches of ``size``, shortest items first (less padding per batch)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    for start in range(0, len(order), size):
+        yield order[start : start + size]
+
+
 def pad_batch(sources: list[list[int]], device: torch.device) -> Tensor:
     """Id lists -> (B, S) right-padded with PAD, on ``device``."""
     width = max(len(s) for s in sources)
@@ -206,30 +371,49 @@ def pad_batch(sources: list[list[int]], device: torch.device) -> Tensor:
 
 
 def search_ids(
-    model: nn.Module, sources: list[list[int]], decode: DecodeConfig, device: torch.device, beam: int, nbest: int = 1
+    model: nn.Module,
+    sources: list[list[int]],
+    decode: DecodeConfig,
+    device: torch.device,
+    beam: int,
+    nbest: int = 1,
+    *,
+    sampler: Sampler | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
+    constraints: Sequence[Sequence[Sequence[int]]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate id sequences in length-sorted batches of ``decode.batch_sentences``; results in input order.
 
-    ``beam == 1`` runs greedy search (one hypothesis per sentence whatever ``nbest`` says).
+    ``beam == 1`` runs greedy search (one hypothesis per sentence whatever ``nbest`` says). With
+    ``sampler``, each sentence gets ``nbest`` draws (best-scoring first) instead. ``prefixes`` (one
+    id list per source) force the start of each output; ``constraints`` (per source, a list of
+    target phrases as id lists) run lexically constrained beam search (``seq2seq.constrained``).
     """
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    for start in range(0, len(order), decode.batch_sentences):
-        chunk = order[start : start + decode.batch_sentences]
+    for chunk in length_sorted_batches([len(s) for s in sources], decode.batch_sentences):
         src = pad_batch([sources[i] for i in chunk], device)
-        if beam == 1:
-            found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b)]
-        else:
-            found = beam_search(
+        copies = nbest if sampler is not None else 1  # sampling decodes each sentence nbest times
+        processors = [force_prefixes([prefixes[i] for i in chunk for _ in range(copies)])] if prefixes else []
+        if sampler is not None:
+            drawn = greedy_search(
                 model,
-                src,
-                beam=beam,
-                length_penalty=decode.length_penalty,
-                nbest=nbest,
-                max_len_a=decode.max_len_a,
-                max_len_b=decode.max_len_b,
-                no_repeat_ngram=decode.no_repeat_ngram,
+                src.repeat_interleave(nbest, dim=0),  # (B*nbest, S): nbest rows per sentence
+                decode.max_len_a,
+                decode.max_len_b,
+                processors=processors,
+                sampler=sampler,
             )
+            found = [sorted(drawn[j : j + nbest], key=lambda h: -h.score) for j in range(0, len(drawn), nbest)]
+        elif constraints is not None and any(constraints[i] for i in chunk):
+            from seq2seq.constrained import constrained_beam_search  # it builds on this module
+
+            found = constrained_beam_search(
+                model, src, [constraints[i] for i in chunk], **beam_options(decode, beam, nbest, processors)
+            )
+        elif beam == 1:
+            found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b, processors=processors)]
+        else:
+            found = beam_search(model, src, **beam_options(decode, beam, nbest, processors))
         for i, hyps in zip(chunk, found, strict=True):
             results[i] = hyps
     return results

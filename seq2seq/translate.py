@@ -12,9 +12,12 @@ from seq2seq.attention_map import AttentionWeights, attention_weights
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import DEFAULT_CONFIG, Config, DecodeConfig, config_from_dict, parse_override
 from seq2seq.corpus import normalize, normalizer
+from seq2seq.ensemble import Ensemble
 from seq2seq.errors import UserError
+from seq2seq.forced import ForcedScore, score_ids
+from seq2seq.glossary import Glossary
 from seq2seq.model import Transformer
-from seq2seq.search import Hypothesis, search_ids
+from seq2seq.search import Hypothesis, Sampler, search_ids
 from seq2seq.tokenizer import EOS, PAD, Tokenizer
 
 
@@ -58,6 +61,28 @@ def load_model(
     return model.to(device).eval(), tokenizer, cfg
 
 
+def load_models(
+    model_paths: list[str | Path], device: torch.device, overrides: list[str] = ()
+) -> tuple[Transformer | Ensemble, Tokenizer, Config]:
+    """One model, or an ``Ensemble`` of several that share one tokenizer; the first model's config
+    (its decoding settings) applies."""
+    loaded = [load_model(path, device, overrides) for path in model_paths]
+    model, tokenizer, cfg = loaded[0]
+    if len(loaded) == 1:
+        return model, tokenizer, cfg
+    for path, (_, other, _) in zip(model_paths[1:], loaded[1:], strict=True):
+        if _tokenizer_bytes(other) != _tokenizer_bytes(tokenizer):
+            raise UserError(
+                f"--model {path}: its tokenizer differs from that of --model {model_paths[0]}; "
+                "an ensemble needs models trained with the same SentencePiece model"
+            )
+    return Ensemble([m for m, _, _ in loaded]).eval(), tokenizer, cfg
+
+
+def _tokenizer_bytes(tokenizer: Tokenizer) -> tuple[bytes, bytes]:
+    return tokenizer.src.serialized_model_proto(), tokenizer.tgt.serialized_model_proto()
+
+
 @dataclass
 class Output:
     """One translation of a sentence."""
@@ -74,6 +99,7 @@ class Translation:
 
     source: str
     outputs: list[Output]
+    constraints: list[str] | None = None  # the glossary's target terms for this sentence
 
     @property
     def best(self) -> Output:
@@ -111,7 +137,7 @@ class Translator:
 
     def __init__(
         self,
-        model: Transformer | None,
+        model: Transformer | Ensemble | None,
         tokenizer: Tokenizer,
         decode: DecodeConfig,
         device: torch.device,
@@ -138,14 +164,17 @@ class Translator:
             ids = ids[: limit - 1] + [EOS]
         return ids
 
-    def search(self, sources: list[list[int]], beam: int, nbest: int) -> list[list[Hypothesis]]:
-        """Hypotheses for id sequences (input order), best first."""
-        return search_ids(self._search_model, sources, self.decode, self.device, beam, nbest)
+    def search(self, sources: list[list[int]], beam: int, nbest: int, **options) -> list[list[Hypothesis]]:
+        """Hypotheses for id sequences (input order), best first; ``options``: ``search_ids``'s sampler,
+        prefixes and constraints."""
+        return search_ids(self._search_model, sources, self.decode, self.device, beam, nbest, **options)
 
     def attention(self, source: str, tokens: list[int]) -> "SentenceAttention":
         """All attention weights for ``source`` and its translation ``tokens`` (ids without <start>/<end>)."""
         if self.model is None:
             raise UserError("attention weights need our own decoder (--engine torch)")
+        if isinstance(self.model, Ensemble):
+            raise UserError("attention weights show one model's attention: give one --model")
         src = self.encode(source)
         return SentenceAttention(
             attention_weights(self.model, src, tokens),
@@ -153,14 +182,55 @@ class Translator:
             [*self.tokenizer.tgt_pieces(tokens), "<end>"],
         )
 
-    def translate(self, sentences: list[str], beam: int | None = None, nbest: int = 1) -> list[Translation]:
-        """Translate sentences (order kept); empty lines give empty translations."""
+    def target_ids(self, text: str) -> list[int]:
+        """Normalized target ids (a prefix, a glossary term, a reference), without <start>/<end>."""
+        return self.tokenizer.encode_tgt(self.normalize_target(text))
+
+    def translate(
+        self,
+        sentences: list[str],
+        beam: int | None = None,
+        nbest: int = 1,
+        *,
+        sampler: Sampler | None = None,
+        prefixes: list[str] | None = None,
+        glossary: Glossary | None = None,
+    ) -> list[Translation]:
+        """Translate sentences (order kept); empty lines give empty translations.
+
+        ``sampler`` draws ``nbest`` samples per sentence; ``prefixes`` (one per sentence, "" for
+        none) force the start of each translation; ``glossary`` terms found in a sentence must
+        appear in its translation (constrained beam search).
+        """
         beam = self.decode.beam if beam is None else beam
         todo = [i for i, s in enumerate(sentences) if normalize(s)]
-        found = self.search([self.encode(sentences[i]) for i in todo], beam, max(nbest, 1))
+        terms = [glossary.targets_for(sentences[i]) for i in todo] if glossary else None
+        options = {}
+        if sampler is not None:
+            options["sampler"] = sampler
+        if prefixes:
+            options["prefixes"] = [self.target_ids(prefixes[i]) for i in todo]
+        if terms:
+            options["constraints"] = [[self.target_ids(t) for t in sentence_terms] for sentence_terms in terms]
+        if options and self.model is None:
+            raise UserError("sampling, prefixes and glossaries need our own decoder (--engine torch)")
+        found = self.search([self.encode(sentences[i]) for i in todo], beam, max(nbest, 1), **options)
         results = [Translation(s, [Output("", 0.0, [], [])]) for s in sentences]
         tok = self.tokenizer
-        for i, hyps in zip(todo, found, strict=True):
+        for k, (i, hyps) in enumerate(zip(todo, found, strict=True)):
             outputs = [Output(tok.decode_tgt(h.tokens), h.score, h.tokens, tok.tgt_pieces(h.tokens)) for h in hyps]
-            results[i] = Translation(sentences[i], outputs)
+            results[i] = Translation(sentences[i], outputs, terms[k] if terms else None)
         return results
+
+    def score(self, sentences: list[str], references: list[str]) -> list[ForcedScore]:
+        """Forced decoding: each reference's log-probability given its sentence (``seq2seq.forced``)."""
+        if self.model is None:
+            raise UserError("scoring needs our own decoder (--engine torch)")
+        return score_ids(
+            self._search_model,
+            [self.encode(s) for s in sentences],
+            [self.target_ids(r) for r in references],
+            self.device,
+            self.decode.batch_sentences,
+            self.decode.length_penalty,
+        )

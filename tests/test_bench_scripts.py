@@ -105,3 +105,27 @@ def test_bench_data_reports_prepare_and_training_memory(tmp_path):
     (row,) = json.loads(out.read_text())["rows"]
     assert row["pairs"] == 1500 and 0 < row["train_pairs"] <= 1500 - 200  # dev and test held out
     assert row["prepare_peak_rss_mb"] > 0 and row["train_peak_rss_mb"] > 0 and row["pairs_per_s"] > 0
+
+
+def test_bench_search_options_reports_every_mode(tmp_path, toy_run):
+    out = tmp_path / "options.json"
+    done = _run(
+        "scripts/bench_search_options.py",
+        "--model",
+        str(toy_run),
+        "--sentences",
+        "12",
+        "--rounds",
+        "1",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert [row["mode"] for row in report["rows"]][:2] == ["greedy", "beam 5"] and len(report["rows"]) == 5
+    for row in report["rows"]:
+        assert row["sentences_per_s"] > 0 and 0 <= row["bleu"] <= 100
+    (glossary,) = [row for row in report["rows"] if "sentences_with_terms" in row]
+    assert glossary["all_terms_in_output"] <= glossary["sentences_with_terms"]
