@@ -420,7 +420,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     except ImportError as err:
         raise UserError(f"serve needs {err.name}: pip install 'seq2seq[serve]'") from None
     model_path = args.model or _default_run_dir()
-    translator = _load_translator(args, model_path)
+    translator = _load_translator(args, [str(model_path)])
     app = create_app(
         translator,
         str(model_path),
