@@ -13,8 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from conftest import http_json, run_cli, serve_process
+from conftest import FUZZ, http_json, run_cli, serve_process
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seq2seq.batcher import BatchLimits
 from seq2seq.cli import build_parser, main
@@ -219,3 +221,41 @@ def test_without_the_serve_extra_it_says_how_to_install(monkeypatch, capsys, toy
         main(["serve", "--model", str(toy_run)])
     assert stop.value.code == 2
     assert capsys.readouterr().err == "seq2seq: error: serve needs fastapi: pip install 'seq2seq[serve]'\n"
+
+
+# -- fuzzing: random JSON bodies and raw bytes are answered, never with a server error -----------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+# Near-valid requests reach the model (so the batcher is fuzzed too); anything else tests validation.
+REQUESTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "text": st.text(max_size=40) | st.lists(st.text(max_size=20), max_size=5) | JSON_VALUES,
+        "beam": st.integers(-2, 12) | JSON_VALUES,
+        "nbest": st.integers(-2, 12) | JSON_VALUES,
+        "attention": st.booleans() | JSON_VALUES,
+        "unknown_field": JSON_VALUES,
+    },
+)
+
+
+@settings(FUZZ, max_examples=80)
+@given(body=REQUESTS | JSON_VALUES)
+def test_random_json_bodies_get_an_answer_never_a_server_error(client, body):
+    response = client.post("/translate", json=body)
+    assert response.status_code < 500, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    if response.status_code >= 400:
+        assert isinstance(response.json()["error"], str)
+
+
+@settings(FUZZ, max_examples=40)
+@given(raw=st.binary(max_size=300))
+def test_random_bytes_are_a_4xx_json_error(client, raw):
+    response = client.post("/translate", content=raw, headers={"content-type": "application/json"})
+    assert 400 <= response.status_code < 500, response.text
+    assert isinstance(response.json()["error"], str)
