@@ -126,6 +126,10 @@ def test_evaluate_compares_hypothesis_files(toy_run, tmp_path, capsys):
         assert better[metric]["score"] > baseline[metric]["score"]
         assert baseline[metric]["p_bootstrap"] is None and better[metric]["p_bootstrap"] < 0.05
         assert better[metric]["p_randomization"] < 0.05 and better[metric]["ci"] > 0
+        # the difference's interval: above zero here, around the observed difference
+        delta = better[metric]["score"] - baseline[metric]["score"]
+        assert 0 < better[metric]["delta_low"] <= delta <= better[metric]["delta_high"]
+        assert baseline[metric]["delta_low"] is None
     assert not better["identical_to_baseline"]
     table = _run(capsys, *args, "--hyp", str(poor), "--hyp", str(good), "--hyp", str(poor))
     assert table.count("| BLEU |") == 3 and "baseline" in table and table.count("same output") == 3 * 2
@@ -142,6 +146,7 @@ def test_evaluate_compare_runs(toy_run, capsys):
     # against itself gets the smallest p-value, 1 / (trials + 1); the comparison flags it
     assert second["BLEU"]["p_randomization"] == pytest.approx(1 / 101, abs=1e-4)
     assert [first["identical_to_baseline"], second["identical_to_baseline"]] == [True, True]
+    assert second["BLEU"]["delta_low"] == second["BLEU"]["delta_high"] == 0
 
 
 @pytest.mark.parametrize(
