@@ -64,7 +64,8 @@ class Comparison:
     def table(self) -> str:
         """A Markdown table: one row per metric and system."""
         lines = [
-            "| metric | system | score | Δ | Δ 95% interval | bootstrap mean ± 95% CI | p (paired bootstrap) | p (approx. rand.) |",
+            "| metric | system | score | Δ | Δ 95% interval | bootstrap mean ± 95% CI "
+            "| p (paired bootstrap) | p (approx. rand.) |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for metric in METRICS:
@@ -110,7 +111,9 @@ def compare(
     ):
         for k in range(len(systems)):
             b, a = bs[bs_key][k], ar[ar_key][k]
-            low, high = (None, None) if k == 0 else _delta_interval(metric, systems[0][1], systems[k][1], refs, bootstrap)
+            low, high = None, None
+            if k > 0:
+                low, high = _delta_interval(metric, systems[0][1], systems[k][1], refs, bootstrap)
             results[k][metric] = MetricResult(b.score, b.mean, b.ci, b.p_value, a.p_value, low, high)
         signatures[metric] = f"{bs_sigs[bs_key]} | ar:{trials}"
     identical = [lines == systems[0][1] for _, lines in systems]
