@@ -16,8 +16,17 @@ probability equal to their Jaccard index J, and Dice = 2J / (1 + J)), cut into b
 sharing a whole band become candidates, and each candidate pair is verified exactly. With bands
 of ``ROWS`` rows a pair of Jaccard index J is missed with probability ``(1 - J**ROWS) ** bands``:
 negligible from Dice 0.8 (J = 2/3) up, while dissimilar pairs rarely share a band.
+
+A corpus too large to group in memory is split by hash (``seq2seq.hashsplit``), which only asks
+whether a training sentence is a near-duplicate of one of a few thousand held-out sentences.
+``NearDuplicateIndex`` answers that exactly, without signatures, by prefix filtering (Chaudhuri et
+al., 2006; Bayardo et al., 2007): Dice >= t is Jaccard >= j = t / (2 - t), which needs at least
+ceil(j |A|) shared grams, so with all grams in one global order two such sets share one of their
+first |A| - ceil(j |A|) + 1 grams. The order puts the grams rarest among the indexed sentences
+first (grams they do not hold at all before every other), so the prefixes probed are short lists.
 """
 
+import math
 import re
 import zlib
 from collections import Counter
@@ -102,6 +111,38 @@ def near_duplicates(texts: list[str], threshold: float, seed: int = 0) -> list[t
     )  # (P,) estimated Jaccard
     keep = pairs[2 * agree / (1 + agree) >= threshold - _MARGIN].tolist()
     return [(unique[i], unique[j]) for i, j in keep if dice(gram_sets[i], gram_sets[j]) >= threshold]
+
+
+class NearDuplicateIndex:
+    """The sentences of a small set, indexed to tell whether another sentence is a near-duplicate of one."""
+
+    def __init__(self, texts: list[str], threshold: float) -> None:
+        self.threshold = threshold
+        self._jaccard = threshold / (2 - threshold)
+        self._sets = [g for g in {grams(t) for t in texts} if g]
+        frequency: Counter[str] = Counter(gram for s in self._sets for gram in s)
+        by_rarity = sorted(frequency, key=lambda gram: (frequency[gram], gram))
+        self._rank = {gram: rank for rank, gram in enumerate(by_rarity)}
+        self._postings: dict[str, list[int]] = {}
+        for index, gram_set in enumerate(self._sets):
+            for gram in sorted(gram_set, key=self._rank.__getitem__)[: self._prefix(len(gram_set))]:
+                self._postings.setdefault(gram, []).append(index)
+
+    def _prefix(self, size: int) -> int:
+        """Prefix length of a set of ``size`` grams (its grams that one of every match must share)."""
+        return size - math.ceil(self._jaccard * size - 1e-9) + 1  # the margin only lengthens the prefix
+
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` is at least ``threshold`` similar to an indexed sentence."""
+        query = grams(text)
+        prefix = self._prefix(len(query))
+        known = [gram for gram in query if gram in self._rank]
+        unknown = len(query) - len(known)  # first in the order, and in no indexed set
+        if not query or unknown >= prefix:
+            return False
+        known.sort(key=self._rank.__getitem__)
+        candidates = {i for gram in known[: prefix - unknown] for i in self._postings.get(gram, ())}
+        return any(dice(query, self._sets[i]) >= self.threshold for i in candidates)
 
 
 def closest_similarity(queries: list[str], corpus: list[str]) -> list[float]:
