@@ -277,6 +277,19 @@ def _read_split(directory: Path, name: str) -> Split:
     return Split(read("src"), read("tgt"))
 
 
+class Stopwatch:
+    """Seconds spent in each named stage, one after another (the report says where a build's time goes)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.laps[stage] = round(now - self._last, 2)
+        self._last = now
+
+
 def _split(cfg: DataConfig, directory: Path) -> SpooledSplits:
     """Train/dev/test, the training pairs spooled into ``directory``: in memory, or by hash for large corpora."""
     if corpus_pairs(cfg) > cfg.hash_split_above:
@@ -338,13 +351,17 @@ def _encode_train_files(cfg: DataConfig, splits: SpooledSplits, tokenizer: Token
 def _build(cfg: DataConfig, directory: Path, tokenizer: Tokenizer | None) -> None:
     """Run the pipeline and write its results into ``directory`` (training a tokenizer unless one is given)."""
     start = time.perf_counter()
+    stages = Stopwatch()
     splits = _split(cfg, directory)
+    stages.lap("split")
     if sum(c.train for c in splits.corpora) == 0:
         raise UserError("data: no training pairs left after the dev/test split; lower data.dev_size/test_size")
     tokenizer = tokenizer or _train_tokenizer(cfg, splits)
     tokenizer.save(directory)
+    stages.lap("tokenizer")
     counts = _encode_train_files(cfg, splits, tokenizer, directory)
     write_split(directory, "dev", *encode_eval(splits.dev, tokenizer))
+    stages.lap("encode")
     for name, split in (("dev", splits.dev), ("test", splits.test)):
         _write_lines(directory / f"{name}.src", split.src)
         _write_lines(directory / f"{name}.tgt", split.tgt)
@@ -354,6 +371,7 @@ def _build(cfg: DataConfig, directory: Path, tokenizer: Tokenizer | None) -> Non
         lines = (line.rstrip("\n") for line in handle)
         sources = _sampled(lines, sample_indices(train_pairs, NOVELTY_SOURCES, cfg.split_seed))
     novelty = closest_similarity(splits.test.src, sources)
+    stages.lap("novelty")
     _write_lines(directory / "test.novelty", [f"{x:.4f}" for x in novelty])
     if cfg.src_script != "keep":
         other = OTHER_SCRIPT[cfg.src_script]
@@ -375,6 +393,7 @@ def _build(cfg: DataConfig, directory: Path, tokenizer: Tokenizer | None) -> Non
         "src_vocab": tokenizer.src_vocab_size,
         "tgt_vocab": tokenizer.tgt_vocab_size,
         "build_seconds": round(time.perf_counter() - start, 2),
+        "stage_seconds": stages.laps,
     }
     (directory / "report.json").write_text(json.dumps(report, indent=1))
 

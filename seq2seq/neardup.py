@@ -142,7 +142,11 @@ class NearDuplicateIndex:
             return False
         known.sort(key=self._rank.__getitem__)
         candidates = {i for gram in known[: prefix - unknown] for i in self._postings.get(gram, ())}
-        return any(dice(query, self._sets[i]) >= self.threshold for i in candidates)
+        size, threshold = len(query), self.threshold
+        return any(
+            2 * min(size, len(other)) >= threshold * (size + len(other)) and dice(query, other) >= threshold
+            for other in map(self._sets.__getitem__, candidates)
+        )
 
 
 def closest_similarity(queries: list[str], corpus: list[str]) -> list[float]:
@@ -152,16 +156,25 @@ def closest_similarity(queries: list[str], corpus: list[str]) -> list[float]:
     shares at least one, so the cost follows the overlap, not ``len(queries) * len(corpus)``.
     """
     unique = sorted(set(corpus))
-    sizes = [len(grams(t)) for t in unique]
+    sizes = []
     postings: dict[str, list[int]] = {}
     for index, text in enumerate(unique):
-        for gram in grams(text):
+        text_grams = grams(text)
+        sizes.append(len(text_grams))
+        for gram in text_grams:
             postings.setdefault(gram, []).append(index)
+    gram_counts = torch.tensor(sizes, dtype=torch.float64)
     best = []
     for query in queries:
         query_grams = grams(query)
         shared: Counter[int] = Counter()
         for gram in query_grams:
             shared.update(postings.get(gram, ()))
-        best.append(max((2 * n / (len(query_grams) + sizes[i]) for i, n in shared.items()), default=0.0))
+        if not shared:
+            best.append(0.0)
+            continue
+        # float64 division of the same integers as Python's: the same values, without a loop over the texts
+        overlap = torch.tensor(list(shared.values()), dtype=torch.float64)
+        texts = torch.tensor(list(shared), dtype=torch.long)
+        best.append(float((2 * overlap / (len(query_grams) + gram_counts[texts])).max()))
     return best
