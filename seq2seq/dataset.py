@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -43,7 +43,7 @@ from seq2seq.errors import UserError
 from seq2seq.hashsplit import split_by_hash
 from seq2seq.neardup import closest_similarity
 from seq2seq.script import OTHER_SCRIPT, converter
-from seq2seq.shards import ShardWriter, load_tensors, shard_files, write_split
+from seq2seq.shards import ShardWriter, load_tensors, read_lengths, shard_files, write_split
 from seq2seq.tokenizer import UNK, Tokenizer, seed_sampling
 
 PIPELINE_VERSION = 4
@@ -62,6 +62,7 @@ class EncodedSplit:
     src_offsets: Tensor  # (n + 1,) int64
     tgt_tokens: Tensor
     tgt_offsets: Tensor
+    lengths: tuple[Tensor, Tensor] | None = field(default=None, repr=False)  # (n,) each, when read at load
 
     @classmethod
     def from_lists(cls, src: list[list[int]], tgt: list[list[int]]) -> "EncodedSplit":
@@ -76,19 +77,22 @@ class EncodedSplit:
 
     @classmethod
     def load(cls, directory: Path, name: str) -> "EncodedSplit":
-        """Split ``name`` as ``seq2seq.shards`` stored it, memory-mapped."""
-        return cls(**load_tensors(directory, name))
+        """Split ``name`` as ``seq2seq.shards`` stored it, memory-mapped, with its lengths in memory."""
+        return cls(
+            **load_tensors(directory, name),
+            lengths=(read_lengths(directory, name, "src"), read_lengths(directory, name, "tgt")),
+        )
 
     def __len__(self) -> int:
         return len(self.src_offsets) - 1
 
     @property
     def src_lengths(self) -> Tensor:
-        return self.src_offsets.diff()
+        return self.src_offsets.diff() if self.lengths is None else self.lengths[0]
 
     @property
     def tgt_lengths(self) -> Tensor:
-        return self.tgt_offsets.diff()
+        return self.tgt_offsets.diff() if self.lengths is None else self.lengths[1]
 
     def sources(self, indices: list[int]) -> list[list[int]]:
         """Source ids of the sentences ``indices``."""
@@ -100,7 +104,8 @@ class EncodedSplit:
         return make_batch(self.src_tokens, self.src_offsets, self.tgt_tokens, self.tgt_offsets, indices)
 
     def state(self) -> dict[str, Tensor]:
-        return asdict(self)
+        """The four flat tensors by name."""
+        return {name: getattr(self, name) for name in ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")}
 
 
 @dataclass

@@ -6,7 +6,8 @@ integers (``NAME.src.ids`` int32, ``NAME.src.offsets`` int64, the same for ``tgt
 chunk by chunk while a corpus is encoded (``ShardWriter``, no list of the whole split) and mapped
 into memory by ``load_split``: the operating system reads the pages a batch touches and may drop
 them again, so a training process does not hold the token data, whatever the corpus size. Only the
-per-sentence lengths the sampler sorts by (a few bytes per sentence) live in its memory.
+per-sentence lengths the sampler sorts by live in its memory, read from the offsets files rather than
+through the mapping (whose pages would then count as the process's own) and stored in 2 bytes each.
 
 The mapping is private (``shared=False``): nothing writes to it, and the cache entry stays as built.
 """
@@ -74,3 +75,15 @@ def map_file(path: Path, dtype: torch.dtype) -> Tensor:
 def load_tensors(directory: Path, name: str) -> dict[str, Tensor]:
     """The four tensors of split ``name``, memory-mapped, keyed by ``EncodedSplit`` field."""
     return {field: map_file(directory / f"{name}.{suffix}", dtype) for field, suffix, _, dtype in _FILES}
+
+
+def read_lengths(directory: Path, name: str, side: str) -> Tensor:
+    """(N,) sentence lengths of one side of split ``name``, int16 (int32 if one is longer), from its offsets file."""
+    parts, last = [], torch.zeros(0, dtype=torch.int64)
+    with (directory / f"{name}.{side}.offsets").open("rb") as handle:
+        while block := handle.read(8 << 20):  # whole int64s
+            offsets = torch.cat([last, torch.frombuffer(bytearray(block), dtype=torch.int64)])
+            parts.append(offsets.diff().to(torch.int32))
+            last = offsets[-1:]
+    lengths = torch.cat(parts)
+    return lengths.to(torch.int16) if len(lengths) == 0 or int(lengths.max()) < 2**15 else lengths
