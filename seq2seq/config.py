@@ -87,16 +87,12 @@ class DataConfig:
     joint_vocab: bool = True
     spm_model_type: Literal["unigram", "bpe"] = "unigram"
     character_coverage: float = 0.9995
-    spm_sample_sentences: int = (
-        1_000_000  # the tokenizer learns from a seeded sample of this many training pairs; 0: all
-    )
+    spm_sample_sentences: int = 1_000_000  # the tokenizer learns from a seeded sample of this many pairs; 0: all
     subword_alpha: float = 0.0  # subword regularization: re-segment the training set each epoch; 0: off
     batch_tokens: int = 4096
     cache_dir: str = "data/cache"
     split_similarity: float = 0.8  # pairs whose source or target are this similar stay on one side; 1: identical only
-    hash_split_above: int = (
-        500_000  # corpora of more pairs (all together) are split by hash, streamed (seq2seq.hashsplit)
-    )
+    hash_split_above: int = 200_000  # corpora of more pairs (together) are split by hash (seq2seq.hashsplit)
     src_script: Script = "keep"  # Chinese script of the source side: keep | simplified | traditional (OpenCC)
     tgt_script: Script = "keep"  # ... of the target side
     corpora: tuple[CorpusConfig, ...] = ()  # several corpora mixed by weight, instead of src/tgt/tsv

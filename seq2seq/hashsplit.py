@@ -20,8 +20,9 @@ only they are looked at as a whole, and everything else streams past them:
 
 So no dev or test sentence has a twin or a near-twin in training, and dev and test share none,
 as with the in-memory split. Where the in-memory split moves a whole group (say a held-out pair
-and its training near-duplicates) to one side, this one drops the group's training members: a few
-pairs of millions. Memory holds the hashes, the held-out pairs and one chunk per process.
+and its training near-duplicates) to one side, this one drops the group's training members: the
+near-twins of a few thousand held-out pairs, a number that does not grow with the corpus. Memory
+holds the hashes, the held-out pairs and a few chunks per process.
 """
 
 import hashlib
