@@ -119,6 +119,21 @@ def test_the_split_by_hash_keeps_near_duplicates_off_both_sides(tmp_path):
     assert other.test_text != test
 
 
+def test_the_split_by_hash_of_several_corpora_keeps_held_out_sentences_out_of_every_one(tmp_path):
+    lexicon = CorpusConfig("lex", str(TOY_SRC), str(TOY_TGT), weight=0.5)  # the same pairs again
+    cfg = DataConfig(
+        corpora=(CorpusConfig("toy", str(TOY_SRC), str(TOY_TGT), eval=True), lexicon),
+        cache_dir=str(tmp_path / "cache"),
+        hash_split_above=0,
+        **SETTINGS,
+    )
+    data = prepare_data(cfg)
+    toy, lex = data.report["corpora"]
+    assert data.corpus_sizes == [toy["train"], lex["train"]] and toy["train"] == lex["train"]  # the same pairs left
+    assert lex["overlap"] >= 200  # every held-out pair repeated in the second corpus went
+    assert not set(data.dev_text.src + data.test_text.src) & set(data.train_text.src)
+
+
 def test_the_near_duplicate_index_finds_what_brute_force_finds(toy_pairs):
     src = toy_pairs[0]
     held, queries = src[:150], src[150:1150]
