@@ -87,7 +87,7 @@ class DataConfig:
     joint_vocab: bool = True
     spm_model_type: Literal["unigram", "bpe"] = "unigram"
     character_coverage: float = 0.9995
-    spm_sample_sentences: int = 1_000_000  # the tokenizer learns from a seeded sample of this many pairs; 0: all
+    spm_sample_sentences: int = 300_000  # the tokenizer learns from a seeded sample of this many pairs; 0: all
     subword_alpha: float = 0.0  # subword regularization: re-segment the training set each epoch; 0: off
     batch_tokens: int = 4096
     cache_dir: str = "data/cache"
