@@ -8,7 +8,10 @@ sources or targets are near-duplicates (``seq2seq.neardup``, above
 ``data.split_similarity``), land on the same side, so dev/test measure what the
 model makes of sentences it has not seen, not how well it remembers their twins.
 Several corpora (``data.corpora``) are each read and checked alike; dev/test come
-from one of them, the others only train.
+from one of them, the others only train. Files are read a line at a time (``raw_chunks``
+hands out chunks of pairs), and the splits' training pairs go to disk (``SpooledSplits``)
+for the rest of the pipeline; a corpus too large for this module's in-memory split is split
+by ``seq2seq.hashsplit``.
 """
 
 import random

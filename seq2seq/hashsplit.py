@@ -113,7 +113,10 @@ def _filter_chunk(lines: list[str]) -> tuple[str, int]:
 
 
 def _in_parallel(
-    function: Callable[[Any], Any], jobs: Iterable[Any], initializer: Callable[..., None] | None = None, args=()
+    function: Callable[[Any], Any],
+    jobs: Iterable[Any],
+    initializer: Callable[..., None] | None = None,
+    args: tuple[Any, ...] = (),
 ) -> Iterator[Any]:
     """``function`` over ``jobs``, results in order: on one process per core when there are several, with at
     most two jobs per process in flight, so that a corpus is never read faster than it is processed."""
