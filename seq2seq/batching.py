@@ -74,10 +74,10 @@ def length_key(src_len: Tensor, tgt_len: Tensor) -> Tensor:
     scale = int(torch.maximum(src_len, tgt_len).max()) + 1
     # the narrowest integer that holds every key (the same values, so the same order)
     dtype = torch.int32 if scale**3 < 2**31 else torch.int64
-    src_len, tgt_len = src_len.to(dtype), tgt_len.to(dtype)
-    longest = torch.maximum(src_len, tgt_len)
-    inner = src_len * scale + tgt_len
-    return longest * scale * scale + torch.where(longest % 2 == 0, inner, scale * scale - 1 - inner)
+    longest = torch.maximum(src_len, tgt_len).to(dtype)
+    inner = src_len.to(dtype, copy=True).mul_(scale).add_(tgt_len)  # in place: one N-sized temporary fewer
+    snake = torch.where(longest % 2 == 0, inner, scale * scale - 1 - inner)
+    return snake.add_(longest.mul_(scale * scale))
 
 
 class BucketSampler:
@@ -107,18 +107,24 @@ class BucketSampler:
         if self.lengths_at is not None:
             src_len, tgt_len = self.lengths_at(epoch)
             self.src_len, self.tgt_len = src_len, tgt_len + 1
-        count = len(self.src_len)
-        index = torch.int32 if count < 2**31 else torch.int64  # sentence indices
-        items = torch.arange(count, dtype=index) if self.items_at is None else self.items_at(epoch)
-        key = length_key(self.src_len, self.tgt_len)
+        index = torch.int32 if len(self.src_len) < 2**31 else torch.int64  # sentence indices
+        # every sentence once (the default) is arange(n), and arange(n)[p] is p: no arange is made
+        items = self.items_at(epoch) if self.items_at is not None else None
         if not self.shuffle:
-            order = items[torch.argsort(key[items], stable=True)]
+            key = length_key(self.src_len, self.tgt_len)
+            if items is None:
+                order = torch.argsort(key, stable=True).to(index)
+            else:
+                order = items[torch.argsort(key[items], stable=True)]
             return cut_batches(order, self.src_len, self.tgt_len, self.batch_tokens)
         generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
-        shuffled = torch.randperm(len(items), generator=generator, dtype=index)
-        perm = shuffled if self.items_at is None else items[shuffled]  # arange(n)[p] is p
+        size = len(self.src_len) if items is None else len(items)
+        shuffled = torch.randperm(size, generator=generator, dtype=index)
+        perm = shuffled if items is None else items[shuffled]
         # Stable sort of a random permutation: equal lengths come in a new order each epoch.
-        order = perm[torch.argsort(key[perm], stable=True).to(index)]
+        # (The keys of all sentences live only until they are gathered in ``perm``'s order.)
+        order = perm[torch.argsort(length_key(self.src_len, self.tgt_len)[perm], stable=True)]
+        del shuffled, perm
         batches = cut_batches(order, self.src_len, self.tgt_len, self.batch_tokens)
         return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
 
