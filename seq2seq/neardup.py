@@ -23,7 +23,9 @@ whether a training sentence is a near-duplicate of one of a few thousand held-ou
 al., 2006; Bayardo et al., 2007): Dice >= t is Jaccard >= j = t / (2 - t), which needs at least
 ceil(j |A|) shared grams, so with all grams in one global order two such sets share one of their
 first |A| - ceil(j |A|) + 1 grams. The order puts the grams rarest among the indexed sentences
-first (grams they do not hold at all before every other), so the prefixes probed are short lists.
+first (grams they do not hold at all before every other), so the prefixes probed are short lists;
+where a candidate is first met bounds how many grams it can share (PPJoin's positional filter,
+Xiao et al., 2008), which spares most exact comparisons.
 """
 
 import math
@@ -123,10 +125,11 @@ class NearDuplicateIndex:
         frequency: Counter[str] = Counter(gram for s in self._sets for gram in s)
         by_rarity = sorted(frequency, key=lambda gram: (frequency[gram], gram))
         self._rank = {gram: rank for rank, gram in enumerate(by_rarity)}
-        self._postings: dict[str, list[int]] = {}
+        self._postings: dict[str, list[tuple[int, int]]] = {}  # gram -> (set, the gram's position in it)
         for index, gram_set in enumerate(self._sets):
-            for gram in sorted(gram_set, key=self._rank.__getitem__)[: self._prefix(len(gram_set))]:
-                self._postings.setdefault(gram, []).append(index)
+            ordered = sorted(gram_set, key=self._rank.__getitem__)
+            for position, gram in enumerate(ordered[: self._prefix(len(gram_set))]):
+                self._postings.setdefault(gram, []).append((index, position))
 
     def _prefix(self, size: int) -> int:
         """Prefix length of a set of ``size`` grams (its grams that one of every match must share)."""
@@ -141,12 +144,19 @@ class NearDuplicateIndex:
         if not query or unknown >= prefix:
             return False
         known.sort(key=self._rank.__getitem__)
-        candidates = {i for gram in known[: prefix - unknown] for i in self._postings.get(gram, ())}
-        size, threshold = len(query), self.threshold
-        return any(
-            2 * min(size, len(other)) >= threshold * (size + len(other)) and dice(query, other) >= threshold
-            for other in map(self._sets.__getitem__, candidates)
-        )
+        size, threshold, seen = len(query), self.threshold, set()
+        for position, gram in enumerate(known[: prefix - unknown], start=unknown):
+            for index, other_position in self._postings.get(gram, ()):
+                if index in seen:
+                    continue
+                seen.add(index)
+                other = self._sets[index]
+                # Met first here, this is the first gram the two ordered sets share: they share at most
+                # it and the grams after it in both (PPJoin's positional filter).
+                most = min(size - position, len(other) - other_position)
+                if 2 * most >= threshold * (size + len(other)) and dice(query, other) >= threshold:
+                    return True
+        return False
 
 
 def closest_similarity(queries: list[str], corpus: list[str]) -> list[float]:
