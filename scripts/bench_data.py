@@ -6,7 +6,9 @@ pairs (i, j) chosen by a seeded bijection of k onto the (i, j) grid, so every li
 and the lengths are those of two-sentence inputs. Each measurement runs in a fresh process that
 reports its own peak resident memory (``ru_maxrss``) and CPU time: ``prepare`` builds the cache from scratch
 (a cache miss), then a training process runs ``--train-steps`` steps of the config's model on
-the prepared data (a cache hit) and validates once.
+the prepared data (a cache hit) and validates once. Prepare's worker processes (normalizing and
+filtering on every core, ``seq2seq.hashsplit``) report separately: the largest of them, and the CPU
+time includes theirs. The build's own report gives the seconds of each stage.
 
     python scripts/bench_data.py --pairs 24000 1000000 --out docs/bench_data.json
     python scripts/bench_data.py --pairs 2000 --config configs/toy.yaml --train-steps 3  # quick
@@ -38,9 +40,11 @@ from seq2seq.dataset import prepare_data
 cfg = load_config(sys.argv[1], sys.argv[2:])
 start = time.perf_counter()
 data = prepare_data(cfg.data)
-usage = resource.getrusage(resource.RUSAGE_SELF)
+usage, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"seconds": time.perf_counter() - start, "train": data.report["train"],
-                  "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}))
+                  "cpu_seconds": usage.ru_utime + usage.ru_stime + workers.ru_utime + workers.ru_stime,
+                  "peak_rss_mb": usage.ru_maxrss / 1024, "worker_peak_rss_mb": workers.ru_maxrss / 1024,
+                  "stage_seconds": data.report["stage_seconds"]}))
 """
 TRAIN = """
 import json, resource, sys
@@ -114,6 +118,8 @@ def main() -> None:
                 "pairs_per_s": round(pairs / prepared["seconds"]),
                 "prepare_cpu_s": round(prepared["cpu_seconds"], 1),  # all threads: steadier than wall time when shared
                 "prepare_peak_rss_mb": round(prepared["peak_rss_mb"]),
+                "prepare_worker_peak_rss_mb": round(prepared["worker_peak_rss_mb"]),
+                "prepare_stage_s": prepared["stage_seconds"],
                 "train_pairs": prepared["train"],
                 "train_peak_rss_mb": round(trained["peak_rss_mb"]),
             }

@@ -2,9 +2,10 @@
 
 Each epoch: sentences are shuffled, then sorted by length (``length_key``), cut
 into batches of at most ``batch_tokens`` padded positions, and the batches are
-shuffled. Only the length arrays and index lists are held (a few bytes per
-sentence), so memory stays flat in the corpus size; the order of epoch e is a
-pure function of (seed, e), so the state to resume is just (epoch, position).
+shuffled. Only the length arrays and index lists are held, in the narrowest
+integers that hold them (a few bytes per sentence: at 10^7 sentences every
+byte per sentence is 10 MB); the order of epoch e is a pure function of
+(seed, e), so the state to resume is just (epoch, position).
 """
 
 from collections.abc import Callable, Iterator
@@ -42,17 +43,23 @@ def cut_batches(order: Tensor, src_len: Tensor, tgt_len: Tensor, batch_tokens: i
 
     ``tgt_len`` counts decoder positions (target + 1 for <start>/<end>).
     """
-    longest = torch.maximum(src_len, tgt_len)[order].tolist()
+    longest = torch.maximum(src_len, tgt_len)
     batches, start, widest = [], 0, 0
-    for i, length in enumerate(longest):
+    for i, length in enumerate(_chunked_list(longest, order)):
         widest_if_added = max(widest, length)
         if (i - start + 1) * widest_if_added > batch_tokens and i > start:
             batches.append(order[start:i])
             start, widest_if_added = i, length
         widest = widest_if_added
-    if start < len(longest):
+    if start < len(order):
         batches.append(order[start:])
     return batches
+
+
+def _chunked_list(values: Tensor, order: Tensor, chunk: int = 1 << 20) -> Iterator[int]:
+    """``values[order]`` as Python ints, converted a chunk at a time (a list of all would cost 8 bytes each)."""
+    for start in range(0, len(order), chunk):
+        yield from values[order[start : start + chunk]].tolist()
 
 
 def length_key(src_len: Tensor, tgt_len: Tensor) -> Tensor:
@@ -64,10 +71,13 @@ def length_key(src_len: Tensor, tgt_len: Tensor) -> Tensor:
     their widths more often than in plain (S, T) order, so they pad less
     (``seq2seq prepare`` reports the padding fraction).
     """
-    longest = torch.maximum(src_len, tgt_len)
-    scale = int(longest.max()) + 1
-    inner = src_len * scale + tgt_len
-    return longest * scale * scale + torch.where(longest % 2 == 0, inner, scale * scale - 1 - inner)
+    scale = int(torch.maximum(src_len, tgt_len).max()) + 1
+    # the narrowest integer that holds every key (the same values, so the same order)
+    dtype = torch.int32 if scale**3 < 2**31 else torch.int64
+    longest = torch.maximum(src_len, tgt_len).to(dtype)
+    inner = src_len.to(dtype, copy=True).mul_(scale).add_(tgt_len)  # in place: one N-sized temporary fewer
+    snake = torch.where(longest % 2 == 0, inner, scale * scale - 1 - inner)
+    return snake.add_(longest.mul_(scale * scale))
 
 
 class BucketSampler:
@@ -87,7 +97,7 @@ class BucketSampler:
         sentences stay the same but their segmentation changes (subword regularization).
         ``items_at(epoch)``, if given, supplies the sentence indices an epoch holds (repeats
         allowed; several corpora mixed by weight, ``seq2seq.mixing``); default: each sentence once."""
-        self.src_len, self.tgt_len = src_len.long(), tgt_len.long() + 1
+        self.src_len, self.tgt_len = src_len, tgt_len + 1
         self.batch_tokens, self.seed, self.shuffle = batch_tokens, seed, shuffle
         self.lengths_at, self.items_at = lengths_at, items_at
         self.epoch, self.position = 0, 0
@@ -96,16 +106,25 @@ class BucketSampler:
         """The batches of ``epoch``, in the order they are served."""
         if self.lengths_at is not None:
             src_len, tgt_len = self.lengths_at(epoch)
-            self.src_len, self.tgt_len = src_len.long(), tgt_len.long() + 1
-        items = torch.arange(len(self.src_len)) if self.items_at is None else self.items_at(epoch)
-        key = length_key(self.src_len, self.tgt_len)
+            self.src_len, self.tgt_len = src_len, tgt_len + 1
+        index = torch.int32 if len(self.src_len) < 2**31 else torch.int64  # sentence indices
+        # every sentence once (the default) is arange(n), and arange(n)[p] is p: no arange is made
+        items = self.items_at(epoch) if self.items_at is not None else None
         if not self.shuffle:
-            order = items[torch.argsort(key[items], stable=True)]
+            key = length_key(self.src_len, self.tgt_len)
+            if items is None:
+                order = torch.argsort(key, stable=True).to(index)
+            else:
+                order = items[torch.argsort(key[items], stable=True)]
             return cut_batches(order, self.src_len, self.tgt_len, self.batch_tokens)
         generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
-        perm = items[torch.randperm(len(items), generator=generator)]
+        size = len(self.src_len) if items is None else len(items)
+        shuffled = torch.randperm(size, generator=generator, dtype=index)
+        perm = shuffled if items is None else items[shuffled]
         # Stable sort of a random permutation: equal lengths come in a new order each epoch.
-        order = perm[torch.argsort(key[perm], stable=True)]
+        # (The keys of all sentences live only until they are gathered in ``perm``'s order.)
+        order = perm[torch.argsort(length_key(self.src_len, self.tgt_len)[perm], stable=True)]
+        del shuffled, perm
         batches = cut_batches(order, self.src_len, self.tgt_len, self.batch_tokens)
         return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
 
@@ -124,7 +143,7 @@ class BucketSampler:
             self.position += 1
             if self.position == len(batches):
                 self.epoch, self.position, batches = self.epoch + 1, 0, None
-            yield batch
+            yield batch.long()
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "position": self.position}

@@ -87,10 +87,12 @@ class DataConfig:
     joint_vocab: bool = True
     spm_model_type: Literal["unigram", "bpe"] = "unigram"
     character_coverage: float = 0.9995
+    spm_sample_sentences: int = 300_000  # the tokenizer learns from a seeded sample of this many pairs; 0: all
     subword_alpha: float = 0.0  # subword regularization: re-segment the training set each epoch; 0: off
     batch_tokens: int = 4096
     cache_dir: str = "data/cache"
     split_similarity: float = 0.8  # pairs whose source or target are this similar stay on one side; 1: identical only
+    hash_split_above: int = 200_000  # corpora of more pairs (together) are split by hash (seq2seq.hashsplit)
     src_script: Script = "keep"  # Chinese script of the source side: keep | simplified | traditional (OpenCC)
     tgt_script: Script = "keep"  # ... of the target side
     corpora: tuple[CorpusConfig, ...] = ()  # several corpora mixed by weight, instead of src/tgt/tsv
@@ -283,6 +285,8 @@ def _validate(cfg: Config, where: str) -> None:
             f"data.batch_tokens must be at least data.max_len + 2 = {d.max_len + 2}",
         ),
         (lambda: 0 < d.character_coverage <= 1, "data.character_coverage must be in (0, 1]"),
+        (lambda: d.spm_sample_sentences >= 0, "data.spm_sample_sentences must be >= 0 (0: every training pair)"),
+        (lambda: d.hash_split_above >= 0, "data.hash_split_above must be >= 0 (0: always split by hash)"),
         (lambda: 0 <= d.subword_alpha < 1, "data.subword_alpha must be in [0, 1) (0 turns sampling off)"),
         (lambda: d.dev_size >= 0 and d.test_size >= 0, "data.dev_size and data.test_size must be >= 0"),
         (lambda: t.lr > 0, f"train.lr must be positive, got {t.lr}"),

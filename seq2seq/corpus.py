@@ -8,14 +8,18 @@ sources or targets are near-duplicates (``seq2seq.neardup``, above
 ``data.split_similarity``), land on the same side, so dev/test measure what the
 model makes of sentences it has not seen, not how well it remembers their twins.
 Several corpora (``data.corpora``) are each read and checked alike; dev/test come
-from one of them, the others only train.
+from one of them, the others only train. Files are read a line at a time (``raw_chunks``
+hands out chunks of pairs), and the splits' training pairs go to disk (``SpooledSplits``)
+for the rest of the pipeline; a corpus too large for this module's in-memory split is split
+by ``seq2seq.hashsplit``.
 """
 
 import random
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice, zip_longest
 from pathlib import Path
 
 from seq2seq.config import CorpusConfig, DataConfig
@@ -43,16 +47,25 @@ def normalizer(script: str, key: str = "data.src_script") -> Callable[[str], str
     return lambda text: convert(normalize(text))
 
 
-def read_lines(path: str | Path, key: str) -> list[str]:
-    """All lines of a UTF-8 text file; ``key`` names the config key in errors."""
+READ_CHUNK = 50_000  # pairs read (and normalized) at a time when a corpus is streamed
+
+
+def _lines(path: str | Path, key: str) -> Iterator[str]:
+    """The lines of a UTF-8 text file, one at a time; ``key`` names the config key in errors."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{key}: file {path} not found (fetch it with scripts/fetch_data.py or fix the path)")
+    number = 0
     with path.open("rb") as handle:
-        lines = [decode_line(raw, path, number) for number, raw in enumerate(handle, start=1)]
-    if not lines:
+        for number, raw in enumerate(handle, start=1):  # noqa: B007 (read after the loop: the line count)
+            yield decode_line(raw, path, number)
+    if number == 0:
         raise UserError(f"{key}: file {path} is empty")
-    return lines
+
+
+def read_lines(path: str | Path, key: str) -> list[str]:
+    """All lines of a UTF-8 text file; ``key`` names the config key in errors."""
+    return list(_lines(path, key))
 
 
 def split_lines(data: bytes, where: str) -> list[str]:
@@ -73,29 +86,50 @@ def decode_line(raw: bytes, where: str | Path, number: int) -> str:
         raise UserError(f"{where} line {number}: not valid UTF-8; re-encode the file as UTF-8") from None
 
 
-def read_pair_files(src_path: str, tgt_path: str, key_prefix: str = "data.") -> tuple[list[str], list[str]]:
-    """Two line-aligned files -> (sources, targets); keys ``{key_prefix}src``/``tgt`` in errors."""
-    src, tgt = read_lines(src_path, f"{key_prefix}src"), read_lines(tgt_path, f"{key_prefix}tgt")
-    if len(src) != len(tgt):
-        raise UserError(
-            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; the files must be line-aligned"
-        )
-    return src, tgt
+def _file_pairs(src_path: str, tgt_path: str, key_prefix: str) -> Iterator[tuple[str, str]]:
+    """The pairs of two line-aligned files, one at a time; keys ``{key_prefix}src``/``tgt`` in errors."""
+    src, tgt = _lines(src_path, f"{key_prefix}src"), _lines(tgt_path, f"{key_prefix}tgt")
+    count = 0
+    for s, t in zip_longest(src, tgt):
+        if s is None or t is None:  # one file ended: count the rest of the other for the message
+            src_count = count + (s is not None) + sum(1 for _ in src)
+            tgt_count = count + (t is not None) + sum(1 for _ in tgt)
+            raise UserError(
+                f"{src_path} has {src_count} lines but {tgt_path} has {tgt_count}; the files must be line-aligned"
+            )
+        count += 1
+        yield s, t
 
 
-def read_tsv(path: str, src_column: int, tgt_column: int, key: str = "data.tsv") -> tuple[list[str], list[str]]:
-    """A TSV file -> (sources, targets) from the given 0-based columns; ``key`` names the setting in errors."""
+def _tsv_pairs(path: str, src_column: int, tgt_column: int, key: str) -> Iterator[tuple[str, str]]:
+    """The (source, target) columns of a TSV file, one row at a time; ``key`` names the setting in errors."""
     need = max(src_column, tgt_column) + 1
-    src, tgt = [], []
-    for number, line in enumerate(read_lines(path, key), start=1):
+    for number, line in enumerate(_lines(path, key), start=1):
         columns = line.split("\t")
         if len(columns) < need:
             raise UserError(
                 f"{path} line {number} ({key}): expected at least {need} tab-separated columns, found {len(columns)}"
             )
-        src.append(columns[src_column])
-        tgt.append(columns[tgt_column])
+        yield columns[src_column], columns[tgt_column]
+
+
+def _unzipped(pairs: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    src: list[str] = []
+    tgt: list[str] = []
+    for s, t in pairs:
+        src.append(s)
+        tgt.append(t)
     return src, tgt
+
+
+def read_pair_files(src_path: str, tgt_path: str, key_prefix: str = "data.") -> tuple[list[str], list[str]]:
+    """Two line-aligned files -> (sources, targets); keys ``{key_prefix}src``/``tgt`` in errors."""
+    return _unzipped(_file_pairs(src_path, tgt_path, key_prefix))
+
+
+def read_tsv(path: str, src_column: int, tgt_column: int, key: str = "data.tsv") -> tuple[list[str], list[str]]:
+    """A TSV file -> (sources, targets) from the given 0-based columns; ``key`` names the setting in errors."""
+    return _unzipped(_tsv_pairs(path, src_column, tgt_column, key))
 
 
 def corpus_key(cfg: DataConfig, index: int) -> str:
@@ -103,16 +137,39 @@ def corpus_key(cfg: DataConfig, index: int) -> str:
     return f"data.corpora[{index}] ({cfg.corpora[index].name})." if cfg.corpora else "data."
 
 
-def read_corpus(cfg: DataConfig, index: int = 0) -> tuple[list[str], list[str]]:
-    """Corpus ``index`` of the config (the only one, by default), normalized and in the configured scripts."""
+def corpus_pairs(cfg: DataConfig) -> int:
+    """Lines in the files of all configured corpora: their size in pairs, counted before they are read
+    (a missing file counts none; reading it reports it)."""
+    total = 0
+    for corpus in cfg.corpus_list():
+        path = Path(corpus.tsv if corpus.tsv is not None else corpus.src or "")
+        if path.is_file():
+            with path.open("rb") as handle:
+                total += sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))  # noqa: B023
+    return total
+
+
+def raw_chunks(cfg: DataConfig, index: int, size: int = READ_CHUNK) -> Iterator[tuple[list[str], list[str]]]:
+    """Corpus ``index`` of the config as (sources, targets) chunks of at most ``size`` pairs, not yet normalized."""
     corpus: CorpusConfig = cfg.corpus_list()[index]
     key = corpus_key(cfg, index)
     if corpus.tsv is not None:
-        src, tgt = read_tsv(corpus.tsv, corpus.src_column, corpus.tgt_column, f"{key}tsv")
+        pairs = _tsv_pairs(corpus.tsv, corpus.src_column, corpus.tgt_column, f"{key}tsv")
     else:
-        src, tgt = read_pair_files(corpus.src, corpus.tgt, key)
+        pairs = _file_pairs(corpus.src, corpus.tgt, key)
+    while chunk := list(islice(pairs, size)):
+        yield _unzipped(chunk)
+
+
+def read_corpus(cfg: DataConfig, index: int = 0) -> tuple[list[str], list[str]]:
+    """Corpus ``index`` of the config (the only one, by default), normalized and in the configured scripts."""
     src_norm, tgt_norm = normalizer(cfg.src_script, "data.src_script"), normalizer(cfg.tgt_script, "data.tgt_script")
-    return [src_norm(s) for s in src], [tgt_norm(t) for t in tgt]
+    src: list[str] = []
+    tgt: list[str] = []
+    for raw_src, raw_tgt in raw_chunks(cfg, index):
+        src += map(src_norm, raw_src)
+        tgt += map(tgt_norm, raw_tgt)
+    return src, tgt
 
 
 @dataclass
@@ -212,6 +269,39 @@ class Splits:
             start = end
         return parts
 
+    def spool(self, directory: Path) -> "SpooledSplits":
+        """The same splits with each corpus's training pairs written to a file in ``directory``."""
+        files = []
+        for index, part in enumerate(self.train_parts()):
+            files.append(directory / f"train-{index}.pairs")
+            write_pairs(files[-1], part.src, part.tgt)
+        return SpooledSplits(self.dev, self.test, files, self.corpora)
+
+
+@dataclass
+class SpooledSplits:
+    """Dev/test in memory, the training pairs of corpus i in ``train_files[i]`` (``write_pairs``'s format):
+    what the rest of the pipeline reads, whichever way the corpus was split."""
+
+    dev: Split
+    test: Split
+    train_files: list[Path]
+    corpora: list[CorpusCounts]
+
+
+def write_pairs(path: Path, src: Iterable[str], tgt: Iterable[str]) -> None:
+    """Normalized pairs as ``source<TAB>target`` lines (normalized text holds no tab or line break)."""
+    with path.open("w", encoding="utf-8", newline="\n") as handle:
+        handle.writelines(f"{s}\t{t}\n" for s, t in zip(src, tgt, strict=True))
+
+
+def pair_chunks(path: Path, size: int = READ_CHUNK) -> Iterator[Split]:
+    """The pairs of a ``write_pairs`` file, ``size`` at a time."""
+    with path.open(encoding="utf-8", newline="\n") as handle:
+        while lines := list(islice(handle, size)):
+            pairs = [line.rstrip("\n").split("\t") for line in lines]
+            yield Split([s for s, _ in pairs], [t for _, t in pairs])
+
 
 def _deduplicated(src: list[str], tgt: list[str]) -> tuple[list[str], list[str]]:
     """The pairs without exact repeats, first occurrences in order."""
@@ -220,10 +310,20 @@ def _deduplicated(src: list[str], tgt: list[str]) -> tuple[list[str], list[str]]
     return [src[i] for i in keep], [tgt[i] for i in keep]
 
 
+def given_split(cfg: DataConfig, name: str, split_off: Split) -> Split:
+    """The explicit ``dev`` or ``test`` files of the config (``data.{name}_src``/``_tgt``), normalized, if
+    set; else ``split_off`` (what the split held out)."""
+    given = getattr(cfg, f"{name}_src")
+    if given is None:
+        return split_off
+    src, tgt = read_pair_files(given, getattr(cfg, f"{name}_tgt"), f"data.{name}_")
+    src_norm, tgt_norm = normalizer(cfg.src_script, "data.src_script"), normalizer(cfg.tgt_script, "data.tgt_script")
+    return Split([src_norm(x) for x in src], [tgt_norm(x) for x in tgt])
+
+
 def make_splits(cfg: DataConfig) -> Splits:
     """Read every corpus and drop its exact duplicates; split the eval corpus (or take dev/test from
     the config); the other corpora only train. Training pairs sharing a sentence with dev/test go."""
-    src_norm, tgt_norm = normalizer(cfg.src_script, "data.src_script"), normalizer(cfg.tgt_script, "data.tgt_script")
     reference = cfg.eval_corpus()
     parts: list[Split] = []
     counts: list[CorpusCounts] = []
@@ -242,11 +342,7 @@ def make_splits(cfg: DataConfig) -> Splits:
         test = Split([src[i] for i in test_i], [tgt[i] for i in test_i])
     else:
         dev, test = Split([], []), Split([], [])
-    for name, split in (("dev", dev), ("test", test)):
-        given = getattr(cfg, f"{name}_src")
-        if given is not None:
-            s, t = read_pair_files(given, getattr(cfg, f"{name}_tgt"), f"data.{name}_")
-            split.src, split.tgt = [src_norm(x) for x in s], [tgt_norm(x) for x in t]
+    dev, test = given_split(cfg, "dev", dev), given_split(cfg, "test", test)
     # Explicit dev/test files, or a second corpus, may share sentences with dev/test: drop those pairs from train.
     held_src, held_tgt = set(dev.src) | set(test.src), set(dev.tgt) | set(test.tgt)
     train = Split([], [])

@@ -9,6 +9,14 @@ with them ``test.novelty``, the similarity of each test source to its closest
 training source (``seq2seq.neardup``), which ``evaluate`` buckets BLEU by, and, when
 the source script is normalized, the test sources in the other script
 (``test.traditional.src`` / ``test.simplified.src``).
+
+Corpora larger than memory: the pipeline streams. Up to ``data.hash_split_above`` pairs the
+corpus is split in memory, grouping all of it (``seq2seq.corpus``); above, by hash
+(``seq2seq.hashsplit``). Either way the training pairs go to disk, the tokenizer learns from a
+seeded sample of at most ``data.spm_sample_sentences`` of them (all of them when they are
+fewer: the tokenizer is then the one the whole corpus teaches), the pairs are encoded chunk by
+chunk on SentencePiece's threads into flat token files, and training maps those into memory
+(``seq2seq.shards``). The training text stays on disk, read only by subword regularization.
 """
 
 import fcntl
@@ -18,10 +26,11 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -29,13 +38,18 @@ from torch import Tensor
 from seq2seq.atomic import write_bytes_atomically
 from seq2seq.batching import Batch, make_batch
 from seq2seq.config import DataConfig
-from seq2seq.corpus import Split, corpus_key, make_splits
+from seq2seq.corpus import Split, SpooledSplits, corpus_key, corpus_pairs, make_splits, pair_chunks
 from seq2seq.errors import UserError
+from seq2seq.hashsplit import split_by_hash
 from seq2seq.neardup import closest_similarity
 from seq2seq.script import OTHER_SCRIPT, converter
+from seq2seq.shards import ShardWriter, load_tensors, read_lengths, shard_files, write_split
 from seq2seq.tokenizer import UNK, Tokenizer, seed_sampling
 
-PIPELINE_VERSION = 3
+PIPELINE_VERSION = 4
+ENCODE_CHUNK = 50_000  # pairs encoded per call: SentencePiece's threads share one call's work
+NOVELTY_SOURCES = 50_000  # test.novelty compares with (a seeded sample of) at most this many training sources
+T = TypeVar("T")
 # Settings that do not change the encoded data, so they stay out of the cache key.
 _NOT_IN_KEY = {"batch_tokens", "cache_dir", "subword_alpha"}
 
@@ -48,6 +62,7 @@ class EncodedSplit:
     src_offsets: Tensor  # (n + 1,) int64
     tgt_tokens: Tensor
     tgt_offsets: Tensor
+    lengths: tuple[Tensor, Tensor] | None = field(default=None, repr=False)  # (n,) each, when read at load
 
     @classmethod
     def from_lists(cls, src: list[list[int]], tgt: list[list[int]]) -> "EncodedSplit":
@@ -61,18 +76,11 @@ class EncodedSplit:
         return cls(*flat(src), *flat(tgt))
 
     @classmethod
-    def concat(cls, parts: list["EncodedSplit"]) -> "EncodedSplit":
-        """The sentences of ``parts``, one part after another."""
-
-        def offsets(name: str) -> Tensor:
-            lengths = torch.cat([getattr(p, name).diff() for p in parts])
-            return torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
-
+    def load(cls, directory: Path, name: str) -> "EncodedSplit":
+        """Split ``name`` as ``seq2seq.shards`` stored it, memory-mapped, with its lengths in memory."""
         return cls(
-            torch.cat([p.src_tokens for p in parts]),
-            offsets("src_offsets"),
-            torch.cat([p.tgt_tokens for p in parts]),
-            offsets("tgt_offsets"),
+            **load_tensors(directory, name),
+            lengths=(read_lengths(directory, name, "src"), read_lengths(directory, name, "tgt")),
         )
 
     def __len__(self) -> int:
@@ -80,23 +88,24 @@ class EncodedSplit:
 
     @property
     def src_lengths(self) -> Tensor:
-        return self.src_offsets.diff()
+        return self.src_offsets.diff() if self.lengths is None else self.lengths[0]
 
     @property
     def tgt_lengths(self) -> Tensor:
-        return self.tgt_offsets.diff()
+        return self.tgt_offsets.diff() if self.lengths is None else self.lengths[1]
 
     def sources(self, indices: list[int]) -> list[list[int]]:
         """Source ids of the sentences ``indices``."""
-        offsets = self.src_offsets.tolist()
-        return [self.src_tokens[offsets[i] : offsets[i + 1]].tolist() for i in indices]
+        ends = self.src_offsets
+        return [self.src_tokens[int(ends[i]) : int(ends[i + 1])].tolist() for i in indices]
 
     def batch(self, indices: Tensor) -> Batch:
         """Padded batch of the given sentence indices."""
         return make_batch(self.src_tokens, self.src_offsets, self.tgt_tokens, self.tgt_offsets, indices)
 
     def state(self) -> dict[str, Tensor]:
-        return asdict(self)
+        """The four flat tensors by name."""
+        return {name: getattr(self, name) for name in ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")}
 
 
 @dataclass
@@ -108,23 +117,36 @@ class FilterCounts:
     ratio: int = 0
     unknown: int = 0  # a piece outside the vocabulary (only for corpora that did not teach it)
 
+    def add(self, other: "FilterCounts") -> None:
+        for reason in ("empty", "too_long", "ratio", "unknown"):
+            setattr(self, reason, getattr(self, reason) + getattr(other, reason))
+
+
+@dataclass
+class EncodedPairs:
+    """Encoded pairs as id lists, with their text, pair for pair."""
+
+    src_ids: list[list[int]]
+    tgt_ids: list[list[int]]
+    text: Split
+
 
 def encode_train(
     split: Split, tokenizer: Tokenizer, max_len: int, max_ratio: float, drop_unknown: bool = False
-) -> tuple[EncodedSplit, Split, FilterCounts]:
-    """Encode the training pairs, filtering empty sides, overlong and badly proportioned pairs
+) -> tuple[EncodedPairs, FilterCounts]:
+    """Encode training pairs (on every core), filtering empty sides, overlong and badly proportioned pairs
     (and, with ``drop_unknown``, pairs holding an unknown piece: a corpus that did not teach the
     vocabulary, e.g. a lexicon of rare words, would otherwise teach the model to map <unk> to them).
 
-    Returns the encoded pairs, their text (same order) and what was filtered.
+    Returns the pairs kept and what was filtered.
     """
     counts = FilterCounts()
-    src_ids, tgt_ids, kept = [], [], Split([], [])
-    for s, t in zip(split.src, split.tgt, strict=True):
-        if not s or not t:
-            counts.empty += 1
-            continue
-        x, y = tokenizer.encode_src(s), tokenizer.encode_tgt(t)
+    pairs = [(s, t) for s, t in zip(split.src, split.tgt, strict=True) if s and t]
+    counts.empty = len(split) - len(pairs)
+    xs = tokenizer.encode_src_batch([s for s, _ in pairs])
+    ys = tokenizer.encode_tgt_batch([t for _, t in pairs])
+    kept = EncodedPairs([], [], Split([], []))
+    for (s, t), x, y in zip(pairs, xs, ys, strict=True):
         if drop_unknown and (UNK in x or UNK in y):
             counts.unknown += 1
         elif len(x) > max_len or len(y) + 1 > max_len:
@@ -132,11 +154,11 @@ def encode_train(
         elif max(len(x), len(y) + 1) > max_ratio * min(len(x), len(y) + 1):
             counts.ratio += 1
         else:
-            src_ids.append(x)
-            tgt_ids.append(y)
-            kept.src.append(s)
-            kept.tgt.append(t)
-    return EncodedSplit.from_lists(src_ids, tgt_ids), kept, counts
+            kept.src_ids.append(x)
+            kept.tgt_ids.append(y)
+            kept.text.src.append(s)
+            kept.text.tgt.append(t)
+    return kept, counts
 
 
 class Resegmented:
@@ -169,11 +191,33 @@ class Resegmented:
         return self.current
 
 
-def encode_eval(split: Split, tokenizer: Tokenizer) -> EncodedSplit:
-    """Encode a dev/test split unfiltered (every sentence gets scored)."""
-    return EncodedSplit.from_lists(
-        [tokenizer.encode_src(s) for s in split.src], [tokenizer.encode_tgt(t) for t in split.tgt]
-    )
+def encode_eval(split: Split, tokenizer: Tokenizer) -> tuple[list[list[int]], list[list[int]]]:
+    """Encode a dev/test split unfiltered (every sentence gets scored): (source ids, target ids)."""
+    return tokenizer.encode_src_batch(split.src), tokenizer.encode_tgt_batch(split.tgt)
+
+
+def sample_indices(total: int, most: int, seed: int) -> list[int] | None:
+    """Ascending indices of a seeded sample of ``most`` of ``total`` items; None (every item) when
+    ``most`` is 0 or there are no more items than that."""
+    if most <= 0 or total <= most:
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randperm(total, generator=generator)[:most].sort().values.tolist()
+
+
+def _sampled(items: Iterable[T], indices: list[int] | None) -> list[T]:
+    """The items at ``indices`` (ascending; None: every item)."""
+    if indices is None:
+        return list(items)
+    wanted, chosen = iter(indices), []
+    position = next(wanted, None)
+    for index, item in enumerate(items):
+        if position is None:
+            break
+        if index == position:
+            chosen.append(item)
+            position = next(wanted, None)
+    return chosen
 
 
 @dataclass
@@ -181,13 +225,18 @@ class PreparedData:
     """Everything training needs from the data side."""
 
     tokenizer: Tokenizer
-    train: EncodedSplit
-    train_text: Split  # the text of ``train``, pair for pair
+    train: EncodedSplit  # memory-mapped
     dev: EncodedSplit
     dev_text: Split
     test_text: Split
     report: dict
     corpus_sizes: list[int]  # training pairs of each corpus, in storage order (config order)
+    directory: Path  # the cache entry
+
+    @property
+    def train_text(self) -> Split:
+        """The text of ``train``, pair for pair, read from the cache (only subword regularization needs it)."""
+        return _read_split(self.directory, "train")
 
 
 def _file_digest(path: str | None, digest: "hashlib._Hash", key: str) -> None:
@@ -233,59 +282,114 @@ def _read_split(directory: Path, name: str) -> Split:
     return Split(read("src"), read("tgt"))
 
 
-def _build(cfg: DataConfig, directory: Path, tokenizer: Tokenizer | None) -> None:
-    """Run the pipeline and write its results into ``directory`` (training a tokenizer unless one is given)."""
-    start = time.perf_counter()
-    splits = make_splits(cfg)
-    if len(splits.train) == 0:
-        raise UserError("data: no training pairs left after the dev/test split; lower data.dev_size/test_size")
-    teaching = [part for part, c in zip(splits.train_parts(), cfg.corpus_list(), strict=True) if c.vocab]
-    tokenizer = tokenizer or Tokenizer.train(
-        [s for part in teaching for s in part.src],
-        [t for part in teaching for t in part.tgt],
+class Stopwatch:
+    """Seconds spent in each named stage, one after another (the report says where a build's time goes)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.laps[stage] = round(now - self._last, 2)
+        self._last = now
+
+
+def _split(cfg: DataConfig, directory: Path) -> SpooledSplits:
+    """Train/dev/test, the training pairs spooled into ``directory``: in memory, or by hash for large corpora."""
+    if corpus_pairs(cfg) > cfg.hash_split_above:
+        return split_by_hash(cfg, directory)
+    return make_splits(cfg).spool(directory)
+
+
+def _train_tokenizer(cfg: DataConfig, splits: SpooledSplits) -> Tokenizer:
+    """A tokenizer learnt from (a seeded sample of ``data.spm_sample_sentences``) training pairs of the
+    corpora that teach the vocabulary."""
+    teaching = [
+        (path, c) for path, c, s in zip(splits.train_files, splits.corpora, cfg.corpus_list(), strict=True) if s.vocab
+    ]
+    indices = sample_indices(sum(c.train for _, c in teaching), cfg.spm_sample_sentences, cfg.split_seed)
+    pairs = (
+        pair for path, _ in teaching for chunk in pair_chunks(path) for pair in zip(chunk.src, chunk.tgt, strict=True)
+    )
+    sample = _sampled(pairs, indices)
+    return Tokenizer.train(
+        [s for s, _ in sample],
+        [t for _, t in sample],
         cfg.vocab_size,
         cfg.joint_vocab,
         cfg.spm_model_type,
         cfg.character_coverage,
     )
+
+
+def _encode_train_files(cfg: DataConfig, splits: SpooledSplits, tokenizer: Tokenizer, directory: Path) -> FilterCounts:
+    """Encode every corpus's training pairs, chunk by chunk, into the ``train`` shards and their kept text
+    into ``train.src``/``train.tgt``; sets each corpus's ``train`` and ``filtered`` counts."""
+    counts, writer = FilterCounts(), ShardWriter(directory, "train")
+    with (
+        (directory / "train.src").open("w", encoding="utf-8") as src_text,
+        (directory / "train.tgt").open("w", encoding="utf-8") as tgt_text,
+    ):
+        for index, (path, corpus, setting) in enumerate(
+            zip(splits.train_files, splits.corpora, cfg.corpus_list(), strict=True)
+        ):
+            before = writer.count
+            for chunk in pair_chunks(path, ENCODE_CHUNK):
+                kept, chunk_counts = encode_train(
+                    chunk, tokenizer, cfg.max_len, cfg.max_ratio, drop_unknown=not setting.vocab
+                )
+                writer.add(kept.src_ids, kept.tgt_ids)
+                src_text.writelines(line + "\n" for line in kept.text.src)
+                tgt_text.writelines(line + "\n" for line in kept.text.tgt)
+                counts.add(chunk_counts)
+            corpus.filtered = corpus.train - (writer.count - before)
+            corpus.train = writer.count - before
+            if corpus.train == 0:
+                where = corpus_key(cfg, index).rstrip(".")
+                raise UserError(f"{where}: every training pair was filtered out; check data.max_len and data.max_ratio")
+            path.unlink()
+    writer.close()
+    return counts
+
+
+def _build(cfg: DataConfig, directory: Path, tokenizer: Tokenizer | None) -> None:
+    """Run the pipeline and write its results into ``directory`` (training a tokenizer unless one is given)."""
+    start = time.perf_counter()
+    stages = Stopwatch()
+    splits = _split(cfg, directory)
+    stages.lap("split")
+    if sum(c.train for c in splits.corpora) == 0:
+        raise UserError("data: no training pairs left after the dev/test split; lower data.dev_size/test_size")
+    tokenizer = tokenizer or _train_tokenizer(cfg, splits)
     tokenizer.save(directory)
-    encoded, train_text, counts = [], Split([], []), FilterCounts()
-    for corpus, part, setting in zip(splits.corpora, splits.train_parts(), cfg.corpus_list(), strict=True):
-        part_encoded, part_text, part_counts = encode_train(
-            part, tokenizer, cfg.max_len, cfg.max_ratio, drop_unknown=not setting.vocab
-        )
-        corpus.train = len(part_encoded)
-        encoded.append(part_encoded)
-        train_text.src += part_text.src
-        train_text.tgt += part_text.tgt
-        corpus.filtered = len(part) - len(part_encoded)
-        for reason in ("empty", "too_long", "ratio", "unknown"):
-            setattr(counts, reason, getattr(counts, reason) + getattr(part_counts, reason))
-    train = EncodedSplit.concat(encoded)
-    for index, part in enumerate(encoded):
-        if len(part) == 0:
-            where = corpus_key(cfg, index).rstrip(".")
-            raise UserError(f"{where}: every training pair was filtered out; check data.max_len and data.max_ratio")
-    dev = encode_eval(splits.dev, tokenizer)
-    sizes = [c.train for c in splits.corpora]
-    torch.save({"train": train.state(), "dev": dev.state(), "corpus_sizes": sizes}, directory / "encoded.pt")
-    for name, split in (("train", train_text), ("dev", splits.dev), ("test", splits.test)):
+    stages.lap("tokenizer")
+    counts = _encode_train_files(cfg, splits, tokenizer, directory)
+    write_split(directory, "dev", *encode_eval(splits.dev, tokenizer))
+    stages.lap("encode")
+    for name, split in (("dev", splits.dev), ("test", splits.test)):
         _write_lines(directory / f"{name}.src", split.src)
         _write_lines(directory / f"{name}.tgt", split.tgt)
-    novelty = closest_similarity(splits.test.src, train_text.src)
+    train_pairs = sum(c.train for c in splits.corpora)
+    # Beyond NOVELTY_SOURCES training pairs, against a seeded sample of them: a lower bound, exact up to there.
+    with (directory / "train.src").open(encoding="utf-8") as handle:
+        lines = (line.rstrip("\n") for line in handle)
+        sources = _sampled(lines, sample_indices(train_pairs, NOVELTY_SOURCES, cfg.split_seed))
+    novelty = closest_similarity(splits.test.src, sources)
+    stages.lap("novelty")
     _write_lines(directory / "test.novelty", [f"{x:.4f}" for x in novelty])
     if cfg.src_script != "keep":
         other = OTHER_SCRIPT[cfg.src_script]
         _write_lines(directory / f"test.{other}.src", [converter(other)(x) for x in splits.test.src])
     report = {
-        "pairs_read": splits.read,
-        "duplicates_removed": splits.duplicates,
-        "overlap_removed": splits.overlap,
+        "pairs_read": sum(c.read for c in splits.corpora),
+        "duplicates_removed": sum(c.duplicates for c in splits.corpora),
+        "overlap_removed": sum(c.overlap for c in splits.corpora),
         "filtered_empty": counts.empty,
         "filtered_too_long": counts.too_long,
         "filtered_ratio": counts.ratio,
         "filtered_unknown": counts.unknown,
-        "train": len(train),
+        "train": train_pairs,
         "dev": len(splits.dev),
         "test": len(splits.test),
         "corpora": [asdict(c) for c in splits.corpora],
@@ -294,6 +398,7 @@ def _build(cfg: DataConfig, directory: Path, tokenizer: Tokenizer | None) -> Non
         "src_vocab": tokenizer.src_vocab_size,
         "tgt_vocab": tokenizer.tgt_vocab_size,
         "build_seconds": round(time.perf_counter() - start, 2),
+        "stage_seconds": stages.laps,
     }
     (directory / "report.json").write_text(json.dumps(report, indent=1))
 
@@ -319,7 +424,6 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None, tokenizer: Tokeni
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     start = time.perf_counter()
-    encoded = torch.load(directory / "encoded.pt", weights_only=True)
     report = json.loads((directory / "report.json").read_text())
     report.update(cache=str(directory), cache_hit=cached, load_seconds=round(time.perf_counter() - start, 2))
     tokenizer = Tokenizer.load(directory)
@@ -327,19 +431,19 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None, tokenizer: Tokeni
         _install_into_run(directory, Path(run_dir))
     return PreparedData(
         tokenizer,
-        EncodedSplit(**encoded["train"]),
-        _read_split(directory, "train"),
-        EncodedSplit(**encoded["dev"]),
+        EncodedSplit.load(directory, "train"),
+        EncodedSplit.load(directory, "dev"),
         _read_split(directory, "dev"),
         _read_split(directory, "test"),
         report,
-        [int(n) for n in encoded["corpus_sizes"]],
+        [corpus["train"] for corpus in report["corpora"]],
+        directory,
     )
 
 
 def _complete(directory: Path) -> bool:
     """Whether a cache entry holds every file ``_build`` writes (report.json, written last, among them)."""
-    names = ["report.json", "encoded.pt"] + [
+    names = ["report.json", *shard_files("train"), *shard_files("dev")] + [
         f"{split}.{side}" for split in ("train", "dev", "test") for side in "src tgt".split()
     ]
     return all((directory / name).is_file() for name in names) and any(directory.glob("spm*.model"))

@@ -16,8 +16,19 @@ probability equal to their Jaccard index J, and Dice = 2J / (1 + J)), cut into b
 sharing a whole band become candidates, and each candidate pair is verified exactly. With bands
 of ``ROWS`` rows a pair of Jaccard index J is missed with probability ``(1 - J**ROWS) ** bands``:
 negligible from Dice 0.8 (J = 2/3) up, while dissimilar pairs rarely share a band.
+
+A corpus too large to group in memory is split by hash (``seq2seq.hashsplit``), which only asks
+whether a training sentence is a near-duplicate of one of a few thousand held-out sentences.
+``NearDuplicateIndex`` answers that exactly, without signatures, by prefix filtering (Chaudhuri et
+al., 2006; Bayardo et al., 2007): Dice >= t is Jaccard >= j = t / (2 - t), which needs at least
+ceil(j |A|) shared grams, so with all grams in one global order two such sets share one of their
+first |A| - ceil(j |A|) + 1 grams. The order puts the grams rarest among the indexed sentences
+first (grams they do not hold at all before every other), so the prefixes probed are short lists;
+where a candidate is first met bounds how many grams it can share (PPJoin's positional filter,
+Xiao et al., 2008), which spares most exact comparisons.
 """
 
+import math
 import re
 import zlib
 from collections import Counter
@@ -104,6 +115,50 @@ def near_duplicates(texts: list[str], threshold: float, seed: int = 0) -> list[t
     return [(unique[i], unique[j]) for i, j in keep if dice(gram_sets[i], gram_sets[j]) >= threshold]
 
 
+class NearDuplicateIndex:
+    """The sentences of a small set, indexed to tell whether another sentence is a near-duplicate of one."""
+
+    def __init__(self, texts: list[str], threshold: float) -> None:
+        self.threshold = threshold
+        self._jaccard = threshold / (2 - threshold)
+        self._sets = [g for g in {grams(t) for t in texts} if g]
+        frequency: Counter[str] = Counter(gram for s in self._sets for gram in s)
+        by_rarity = sorted(frequency, key=lambda gram: (frequency[gram], gram))
+        self._rank = {gram: rank for rank, gram in enumerate(by_rarity)}
+        self._postings: dict[str, list[tuple[int, int]]] = {}  # gram -> (set, the gram's position in it)
+        for index, gram_set in enumerate(self._sets):
+            ordered = sorted(gram_set, key=self._rank.__getitem__)
+            for position, gram in enumerate(ordered[: self._prefix(len(gram_set))]):
+                self._postings.setdefault(gram, []).append((index, position))
+
+    def _prefix(self, size: int) -> int:
+        """Prefix length of a set of ``size`` grams (its grams that one of every match must share)."""
+        return size - math.ceil(self._jaccard * size - 1e-9) + 1  # the margin only lengthens the prefix
+
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` is at least ``threshold`` similar to an indexed sentence."""
+        query = grams(text)
+        prefix = self._prefix(len(query))
+        known = [gram for gram in query if gram in self._rank]
+        unknown = len(query) - len(known)  # first in the order, and in no indexed set
+        if not query or unknown >= prefix:
+            return False
+        known.sort(key=self._rank.__getitem__)
+        size, threshold, seen = len(query), self.threshold, set()
+        for position, gram in enumerate(known[: prefix - unknown], start=unknown):
+            for index, other_position in self._postings.get(gram, ()):
+                if index in seen:
+                    continue
+                seen.add(index)
+                other = self._sets[index]
+                # Met first here, this is the first gram the two ordered sets share: they share at most
+                # it and the grams after it in both (PPJoin's positional filter).
+                most = min(size - position, len(other) - other_position)
+                if 2 * most >= threshold * (size + len(other)) and dice(query, other) >= threshold:
+                    return True
+        return False
+
+
 def closest_similarity(queries: list[str], corpus: list[str]) -> list[float]:
     """For each query, its exact similarity to the most similar text of ``corpus`` (0 if none shares a gram).
 
@@ -111,16 +166,25 @@ def closest_similarity(queries: list[str], corpus: list[str]) -> list[float]:
     shares at least one, so the cost follows the overlap, not ``len(queries) * len(corpus)``.
     """
     unique = sorted(set(corpus))
-    sizes = [len(grams(t)) for t in unique]
+    sizes = []
     postings: dict[str, list[int]] = {}
     for index, text in enumerate(unique):
-        for gram in grams(text):
+        text_grams = grams(text)
+        sizes.append(len(text_grams))
+        for gram in text_grams:
             postings.setdefault(gram, []).append(index)
+    gram_counts = torch.tensor(sizes, dtype=torch.float64)
     best = []
     for query in queries:
         query_grams = grams(query)
         shared: Counter[int] = Counter()
         for gram in query_grams:
             shared.update(postings.get(gram, ()))
-        best.append(max((2 * n / (len(query_grams) + sizes[i]) for i, n in shared.items()), default=0.0))
+        if not shared:
+            best.append(0.0)
+            continue
+        # float64 division of the same integers as Python's: the same values, without a loop over the texts
+        overlap = torch.tensor(list(shared.values()), dtype=torch.float64)
+        texts = torch.tensor(list(shared), dtype=torch.long)
+        best.append(float((2 * overlap / (len(query_grams) + gram_counts[texts])).max()))
     return best

@@ -11,6 +11,7 @@ checkpoints (``spm.model`` for a joint vocabulary, ``spm.src.model`` and
 """
 
 import io
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -75,6 +76,10 @@ def _encode(processor: spm.SentencePieceProcessor, text: str, alpha: float) -> l
     return processor.encode(text, enable_sampling=True, alpha=alpha, nbest_size=-1)
 
 
+def _threads() -> int:
+    return len(os.sched_getaffinity(0))
+
+
 def seed_sampling(seed: int) -> None:
     """Seed SentencePiece's sampling generator (process-wide)."""
     spm.set_random_generator_seed(seed)
@@ -132,6 +137,14 @@ class Tokenizer:
     def encode_tgt(self, text: str, alpha: float = 0.0) -> list[int]:
         """Target ids ``y…`` without <start>/<end> (the batcher adds them)."""
         return _encode(self.tgt, text, alpha)
+
+    def encode_src_batch(self, texts: list[str]) -> list[list[int]]:
+        """``encode_src`` of many sentences at once, best segmentation, on one SentencePiece thread per core."""
+        return [ids + [EOS] for ids in self.src.encode(texts, num_threads=_threads())]
+
+    def encode_tgt_batch(self, texts: list[str]) -> list[list[int]]:
+        """``encode_tgt`` of many sentences at once, best segmentation, on one SentencePiece thread per core."""
+        return self.tgt.encode(texts, num_threads=_threads())
 
     def decode_tgt(self, ids: list[int]) -> str:
         """Target ids (special ids dropped) -> detokenized text."""

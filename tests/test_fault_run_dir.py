@@ -164,9 +164,9 @@ def test_a_data_cache_deleted_during_a_run_is_rebuilt_and_the_run_resumes(small_
     assert _step(tmp_path / "run") == 12
     # A cache entry with a file missing (deleted by hand, by a cleaner) is rebuilt too, not a traceback.
     (entry,) = (tmp_path / "cache").glob("*")
-    (entry / "encoded.pt").unlink()
+    (entry / "train.src.ids").unlink()
     assert not prepare_data(load_config(TOY, small_corpus).data).report["cache_hit"]
-    assert (entry / "encoded.pt").is_file()
+    assert (entry / "train.src.ids").is_file()
 
 
 def test_a_corpus_changed_between_runs_misses_the_cache_and_the_old_run_refuses(small_corpus, tmp_path, monkeypatch):
