@@ -49,7 +49,8 @@ from seq2seq.translate import Translator, source_normalizer, target_normalizer
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_bfloat16", "bfloat16")
 SETTINGS = "seq2seq.json"  # our config (decoding settings, max_positions) next to CTranslate2's files
-COPIED = ("test.src", "test.tgt", "dev.src", "dev.tgt")  # so ``evaluate --model DIR`` finds the run's splits
+# so ``evaluate --model DIR`` finds the run's splits, with their novelty and other-script sources when present
+COPIED = ("test.src", "test.tgt", "dev.src", "dev.tgt", "test.novelty", "test.traditional.src", "test.simplified.src")
 
 
 def require_ctranslate2() -> Any:

@@ -143,6 +143,7 @@ def test_cli_export_translate_and_evaluate(tmp_path, toy_run):
     done = run_cli("evaluate", *engine, "--json", *sets("decode.beam=2"))
     assert done.returncode == 0, done.stderr
     assert '"bleu"' in done.stdout and '"sentences": ' in done.stdout
+    assert '"by_novelty"' in done.stdout  # the run's test.novelty came along
 
 
 def test_cli_engine_errors_are_one_line(tmp_path, toy_run):
