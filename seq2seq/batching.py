@@ -80,24 +80,6 @@ def length_key(src_len: Tensor, tgt_len: Tensor) -> Tensor:
     return snake.add_(longest.mul_(scale * scale))
 
 
-def stable_order(keys: Tensor) -> Tensor:
-    """``torch.argsort(keys, stable=True)`` (N,), in half its peak memory for int32 keys.
-
-    Each key is packed with its position into one int64 (key · 2^32 + position): all distinct,
-    so sorting them in place (numpy's in-place sort on the tensor's memory, which needs no index
-    tensor) gives the stable order, read back from the low 32 bits. At 10^7 sentences
-    argsort's int64 result and scratch were the training process's largest allocation.
-    """
-    if keys.dtype != torch.int32 or len(keys) >= 2**32:
-        return torch.argsort(keys, stable=True)
-    packed = keys.to(torch.int64).mul_(1 << 32)
-    for start in range(0, len(packed), 1 << 20):  # positions a chunk at a time: no N-sized arange
-        chunk = packed[start : start + (1 << 20)]
-        chunk.add_(torch.arange(start, start + len(chunk)))
-    packed.numpy().sort()
-    return packed.bitwise_and_(0xFFFFFFFF)
-
-
 class BucketSampler:
     """Yields index tensors of length-bucketed batches, epoch after epoch."""
 
@@ -141,7 +123,7 @@ class BucketSampler:
         perm = shuffled if items is None else items[shuffled]
         # Stable sort of a random permutation: equal lengths come in a new order each epoch.
         # (The keys of all sentences live only until they are gathered in ``perm``'s order.)
-        order = perm[stable_order(length_key(self.src_len, self.tgt_len)[perm])]
+        order = perm[torch.argsort(length_key(self.src_len, self.tgt_len)[perm], stable=True)]
         del shuffled, perm
         batches = cut_batches(order, self.src_len, self.tgt_len, self.batch_tokens)
         return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]

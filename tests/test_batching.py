@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from seq2seq.batching import Batch, BucketSampler, cut_batches, padding_fraction, stable_order
+from seq2seq.batching import Batch, BucketSampler, cut_batches, padding_fraction
 from seq2seq.dataset import EncodedSplit
 from seq2seq.tokenizer import BOS, EOS, PAD, Tokenizer
 
@@ -247,11 +247,3 @@ def test_lengths_at_gives_each_epoch_its_own_lengths_when_it_starts(toy_lengths)
     for idx in epoch1:  # batches are cut with the epoch's own lengths
         assert len(idx) * max(int((2 * src_len[idx]).max()), int((2 * tgt_len[idx]).max()) + 1) <= 512
     assert len(epoch1) > len(served)
-
-
-@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
-def test_stable_order_is_a_stable_argsort(dtype):
-    generator = torch.Generator().manual_seed(0)
-    for n in (0, 1, 5, 5000):
-        keys = torch.randint(0, 40, (n,), generator=generator).to(dtype)  # many ties: stability matters
-        assert torch.equal(stable_order(keys), torch.argsort(keys, stable=True))
