@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from machine import machine_info
 from torch import Tensor, nn
 
-from seq2seq.batching import Batch, BucketSampler, cut_batches
+from seq2seq.batching import Batch, BucketSampler, EpochBatches, cut_batches
 from seq2seq.config import DEFAULT_CONFIG, Config, load_config
 from seq2seq.dataset import EncodedSplit, prepare_data
 from seq2seq.layers import sinusoids
@@ -99,7 +99,7 @@ def plain_loss(model: nn.Module, batch: Batch, label_smoothing: float, bf16: boo
     )
 
 
-def random_batches(train: EncodedSplit, batch_tokens: int, seed: int) -> list[Tensor]:
+def random_batches(train: EncodedSplit, batch_tokens: int, seed: int) -> EpochBatches:
     """Unbucketed batches: a random order cut at the same token budget."""
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed))
     return cut_batches(order, train.src_lengths, train.tgt_lengths + 1, batch_tokens)
@@ -134,7 +134,7 @@ class Row:
 
     name: str
     model: nn.Module
-    batches: list[Tensor]
+    batches: EpochBatches
     precision: str  # float32 | bf16-autocast | bf16 (seq2seq.precision)
     loss: Callable[[nn.Module, Batch, float, bool], Tensor]
     weights: MasterWeights = field(init=False)

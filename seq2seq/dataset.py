@@ -15,8 +15,8 @@ corpus is split in memory, grouping all of it (``seq2seq.corpus``); above, by ha
 (``seq2seq.hashsplit``). Either way the training pairs go to disk, the tokenizer learns from a
 seeded sample of at most ``data.spm_sample_sentences`` of them (all of them when they are
 fewer: the tokenizer is then the one the whole corpus teaches), the pairs are encoded chunk by
-chunk on SentencePiece's threads into flat token files, and training maps those into memory
-(``seq2seq.shards``). The training text stays on disk, read only by subword regularization.
+chunk on SentencePiece's threads into flat token files, and training reads each batch from
+those (``seq2seq.shards``). The training text stays on disk, read only by subword regularization.
 """
 
 import fcntl
@@ -36,14 +36,14 @@ import torch
 from torch import Tensor
 
 from seq2seq.atomic import write_bytes_atomically
-from seq2seq.batching import Batch, make_batch
+from seq2seq.batching import Batch, gather_rows, make_batch
 from seq2seq.config import DataConfig
 from seq2seq.corpus import Split, SpooledSplits, corpus_key, corpus_pairs, make_splits, pair_chunks
 from seq2seq.errors import UserError
 from seq2seq.hashsplit import split_by_hash
 from seq2seq.neardup import closest_similarity
 from seq2seq.script import OTHER_SCRIPT, converter
-from seq2seq.shards import ShardWriter, load_tensors, read_lengths, shard_files, write_split
+from seq2seq.shards import ShardReader, ShardWriter, load_tensors, read_lengths, shard_files, write_split
 from seq2seq.tokenizer import UNK, Tokenizer, seed_sampling
 
 PIPELINE_VERSION = 4
@@ -63,6 +63,7 @@ class EncodedSplit:
     tgt_tokens: Tensor
     tgt_offsets: Tensor
     lengths: tuple[Tensor, Tensor] | None = field(default=None, repr=False)  # (n,) each, when read at load
+    reader: ShardReader | None = field(default=None, repr=False)  # batches read from the files, when loaded
 
     @classmethod
     def from_lists(cls, src: list[list[int]], tgt: list[list[int]]) -> "EncodedSplit":
@@ -77,10 +78,11 @@ class EncodedSplit:
 
     @classmethod
     def load(cls, directory: Path, name: str) -> "EncodedSplit":
-        """Split ``name`` as ``seq2seq.shards`` stored it, memory-mapped, with its lengths in memory."""
+        """Split ``name`` as ``seq2seq.shards`` stored it: lengths in memory, batches read from the files."""
         return cls(
             **load_tensors(directory, name),
             lengths=(read_lengths(directory, name, "src"), read_lengths(directory, name, "tgt")),
+            reader=ShardReader(directory, name),
         )
 
     def __len__(self) -> int:
@@ -94,14 +96,20 @@ class EncodedSplit:
     def tgt_lengths(self) -> Tensor:
         return self.tgt_offsets.diff() if self.lengths is None else self.lengths[1]
 
+    def rows(self, side: str, indices: Tensor) -> tuple[Tensor, Tensor]:
+        """Sentences ``indices`` of ``side`` ("src" | "tgt") -> (their ids one after another, lengths (B,))."""
+        if self.reader is not None:
+            return self.reader.rows(side, indices.tolist())
+        return gather_rows(getattr(self, f"{side}_tokens"), getattr(self, f"{side}_offsets"), indices)
+
     def sources(self, indices: list[int]) -> list[list[int]]:
         """Source ids of the sentences ``indices``."""
-        ends = self.src_offsets
-        return [self.src_tokens[int(ends[i]) : int(ends[i + 1])].tolist() for i in indices]
+        flat, lengths = self.rows("src", torch.tensor(indices, dtype=torch.long))
+        return [ids.tolist() for ids in flat.split(lengths.tolist())]
 
     def batch(self, indices: Tensor) -> Batch:
         """Padded batch of the given sentence indices."""
-        return make_batch(self.src_tokens, self.src_offsets, self.tgt_tokens, self.tgt_offsets, indices)
+        return make_batch(self.rows("src", indices), self.rows("tgt", indices))
 
     def state(self) -> dict[str, Tensor]:
         """The four flat tensors by name."""

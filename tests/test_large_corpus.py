@@ -14,7 +14,8 @@ from seq2seq.config import CorpusConfig, DataConfig, load_config
 from seq2seq.dataset import EncodedSplit, PreparedData, encode_train, prepare_data, sample_indices
 from seq2seq.hashsplit import first_occurrences
 from seq2seq.neardup import NearDuplicateIndex, closest_similarity, similarity
-from seq2seq.shards import ShardWriter
+from seq2seq.shards import ShardWriter, write_split
+from seq2seq.tokenizer import PAD
 from seq2seq.train import Trainer
 
 SETTINGS = {"dev_size": 100, "test_size": 100, "vocab_size": 1200}
@@ -79,6 +80,47 @@ def test_shards_written_in_chunks_equal_the_split_at_once(tmp_path):
     mapped, expected = EncodedSplit.load(tmp_path, "train"), EncodedSplit.from_lists(src, tgt)
     for name, tensor in expected.state().items():
         assert mapped.state()[name].dtype == tensor.dtype and torch.equal(mapped.state()[name], tensor), name
+
+
+@pytest.mark.parametrize("longest", [9, 40_000])  # int16 lengths, and int32 when one does not fit
+def test_lengths_are_read_across_buffer_blocks(tmp_path, longest):
+    gen = torch.Generator().manual_seed(longest)
+    lengths = torch.randint(0, 6, (300_000,), generator=gen)  # 2.4 MB of offsets: three read blocks
+    lengths[123_456] = longest
+    writer = ShardWriter(tmp_path, "train")
+    seqs = [[7] * n for n in lengths.tolist()]
+    writer.add(seqs, seqs[::-1])
+    writer.close()
+    split = EncodedSplit.load(tmp_path, "train")
+    assert split.src_lengths.dtype == (torch.int16 if longest < 2**15 else torch.int32)
+    assert torch.equal(split.src_lengths.long(), lengths) and torch.equal(split.tgt_lengths.long(), lengths.flip(0))
+
+
+def _resident_kb(path: Path) -> int:
+    """Resident KB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if "-" in line.split(" ", 1)[0]:  # a mapping's header line: "start-end perms offset dev inode path"
+            inside = line.endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+def test_batches_are_read_without_keeping_the_token_files_resident(tmp_path):
+    """Training holds none of the token data, whatever the corpus size: no page of the files stays mapped."""
+    seqs = [[5 + i % 50] * (1 + i % 40) for i in range(20_000)]  # 1.6 MB of ids per side
+    write_split(tmp_path, "train", seqs, seqs[::-1])
+    split = EncodedSplit.load(tmp_path, "train")
+    indices = torch.arange(0, 20_000, 97)  # every page of the ids files
+    batch = split.batch(indices)
+    assert batch.src.tolist() == [seqs[i] + [PAD] * (40 - len(seqs[i])) for i in indices.tolist()]
+    assert split.sources([3, 0]) == [seqs[3], seqs[0]] and split.sources([]) == []
+    files = [tmp_path / f"train.{suffix}" for suffix in ("src.ids", "tgt.ids", "src.offsets", "tgt.offsets")]
+    assert [_resident_kb(path) for path in files] == [0, 0, 0, 0]
+    assert split.src_tokens[split.src_offsets[indices]].tolist() == [seqs[i][0] for i in indices.tolist()]
+    assert _resident_kb(files[0]) > 100  # what a read through the whole-file mapping would have kept
 
 
 def test_encoding_many_at_once_equals_one_by_one(tmp_path):

@@ -41,7 +41,7 @@ def test_an_epoch_of_batches_holds_the_weighted_proportions(seed):
     lengths = torch.randint(2, 30, (sum(SIZES),), generator=gen)
     sampler = BucketSampler(lengths, lengths, 256, seed, items_at=mix.epoch_items)
     for epoch in range(3):
-        served = torch.cat(sampler.epoch_batches(epoch)).tolist()
+        served = torch.cat(list(sampler.epoch_batches(epoch))).tolist()
         per_corpus = Counter(_corpus_of(i) for i in served)
         total = sum(per_corpus.values())
         for corpus, weight in enumerate(WEIGHTS):
