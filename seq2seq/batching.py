@@ -44,7 +44,7 @@ class EpochBatches(Sequence[Tensor]):
     """An epoch's batches: item i is the index tensor of the i-th batch served.
 
     One order of all sentences and the cut points in it, not a tensor per batch: a tensor object
-    costs ~600 bytes, 33 MB for the 55,000 batches of an epoch of the 10^7-pair benchmark corpus.
+    costs hundreds of bytes, tens of MB for the batches of a 10^7-pair epoch.
     """
 
     order: Tensor  # (N,) sentence indices in length order

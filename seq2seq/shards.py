@@ -6,14 +6,14 @@ integers (``NAME.src.ids`` int32, ``NAME.src.offsets`` int64, the same for ``tgt
 chunk by chunk while a corpus is encoded (``ShardWriter``, no list of the whole split).
 
 Training reads a batch's sentences with positioned reads (``ShardReader``: two per sentence and
-side, 1–3 ms a batch of ~170 pairs, under 1% of a training step), which copy them out of the
-page cache and leave nothing behind, so a training process does not hold the token data,
-whatever the corpus size. Reading them through a memory mapping would: the pages a process has
-read stay in its resident set, and on every page fault Linux maps the neighbouring cached pages
-too ("fault-around", 64 KB by default); a 10^7-pair run's resident size grew by ~28 MB a step,
-towards the size of the token files, and giving the pages back after each batch (``madvise``)
-made a batch cost ~5 ms. Only the per-sentence lengths the sampler sorts by live in memory,
-read from the offsets files and stored in 2 bytes each.
+side, a small cost beside a training step), which copy them out of the page cache and leave
+nothing behind, so a training process does not hold the token data, whatever the corpus size.
+Reading them through a memory mapping would: the pages a process has read stay in its resident
+set, and on every page fault Linux maps the neighbouring cached pages too ("fault-around"), so a
+long run's resident size grows towards the size of the token files; giving the pages back after
+each batch (``madvise``) costs more than the reads. Only the per-sentence lengths the sampler
+sorts by live in memory, read from the offsets files and stored in 2 bytes each.
+(Measurements: docs/benchmarks.md, "Data pipeline at scale".)
 
 ``load_tensors`` maps the four files whole (private, read-only use: the cache entry stays as
 built), for code that looks at a split at once rather than a batch at a time.
@@ -90,8 +90,8 @@ def load_tensors(directory: Path, name: str) -> dict[str, Tensor]:
 def read_lengths(directory: Path, name: str, side: str) -> Tensor:
     """(N,) sentence lengths of one side of split ``name``, int16 (int32 if one is longer), from its offsets file.
 
-    Read through one small reused buffer into one preallocated tensor (a new tensor per 8 MB
-    block, joined at the end, left ~150 MB of fragmented heap behind at 10^7 sentences).
+    Read through one small reused buffer into one preallocated tensor: a new tensor per block,
+    joined at the end, leaves a fragmented heap behind, several times the lengths' own size.
     """
     path = directory / f"{name}.{side}.offsets"
     lengths = torch.empty(max(path.stat().st_size // 8 - 1, 0), dtype=torch.int32)
