@@ -233,7 +233,7 @@ class PreparedData:
     """Everything training needs from the data side."""
 
     tokenizer: Tokenizer
-    train: EncodedSplit  # memory-mapped
+    train: EncodedSplit  # read from the cache a batch at a time
     dev: EncodedSplit
     dev_text: Split
     test_text: Split
