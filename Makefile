@@ -37,6 +37,12 @@ train: $(BIN)/.installed data
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
+# The training and decoding benchmarks at the settings of docs/benchmarks.md; the reports go to runs/bench/
+# (compare them with docs/bench_*.json, which a re-run meant to replace them updates by hand).
+bench: $(BIN)/.installed data
+	$(BIN)/python scripts/bench_train.py --config $(CONFIG)
+	$(BIN)/python scripts/bench_decode.py --model runs/zh-en
+
 lint: $(BIN)/.installed
 	$(BIN)/ruff check seq2seq tests scripts
 

@@ -7,7 +7,7 @@ and the lengths are those of two-sentence inputs. Each measurement runs in a fre
 reports its own peak resident memory (``ru_maxrss``) and CPU time: ``prepare`` builds the cache from scratch
 (a cache miss), then a training process runs ``--train-steps`` steps of the config's model on
 the prepared data (a cache hit) and validates once. Prepare's worker processes (normalizing and
-filtering on every core, ``seq2seq.hashsplit``) report separately: the largest of them, and the CPU
+filtering on every core, ``seq2seq.data.hashsplit``) report separately: the largest of them, and the CPU
 time includes theirs. The build's own report gives the seconds of each stage.
 
     python scripts/bench_data.py --pairs 24000 1000000 --out docs/bench_data.json
@@ -24,19 +24,19 @@ import time
 from pathlib import Path
 
 import torch
-from machine import machine_info
+from benchlib import REPORTS, machine_info, write_report
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from seq2seq.config import DEFAULT_CONFIG  # noqa: E402
-from seq2seq.corpus import read_pair_files  # noqa: E402
+from seq2seq.data.corpus import read_pair_files  # noqa: E402
 
 # Run in a child: the pipeline (or the trainer) on the given config, then its own peak RSS.
 PREPARE = """
 import json, resource, sys, time
 from seq2seq.config import load_config
-from seq2seq.dataset import prepare_data
+from seq2seq.data.pipeline import prepare_data
 cfg = load_config(sys.argv[1], sys.argv[2:])
 start = time.perf_counter()
 data = prepare_data(cfg.data)
@@ -49,7 +49,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, "train": data.report["
 TRAIN = """
 import json, resource, sys
 from seq2seq.config import load_config
-from seq2seq.train import Trainer
+from seq2seq.train.trainer import Trainer
 Trainer(load_config(sys.argv[1], sys.argv[2:])).fit(quiet=True)
 print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -93,7 +93,9 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", help="where corpora and caches go (default: a temporary directory)")
-    parser.add_argument("--out", help="write the JSON report here")
+    parser.add_argument(
+        "--out", type=Path, default=REPORTS / "bench_data.json", help="JSON report (default: %(default)s)"
+    )
     args = parser.parse_args()
     src, tgt = read_pair_files(args.src, args.tgt)
     rows = []
@@ -128,8 +130,7 @@ def main() -> None:
             for path in corpus:
                 path.unlink()
     report = {"machine": machine_info(torch.device("cpu")), "config": args.config, "rows": rows, "date": time.ctime()}
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

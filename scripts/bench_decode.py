@@ -25,54 +25,34 @@ Three measurements, printed as a table and written as JSON (``--out``):
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from machine import machine_info
+from benchlib import add_common_options, checkpoint_step, machine_info, set_threads, stats, timed, write_report
 from torch import Tensor
 
-from seq2seq.corpus import read_lines
-from seq2seq.ct2 import export_ctranslate2
+from seq2seq.data.corpus import read_lines
+from seq2seq.decode.batched import pad_batch
+from seq2seq.decode.loader import load_model, load_translator
+from seq2seq.decode.torch_engine import TorchTranslator
+from seq2seq.decode.translator import Translator, source_normalizer
+from seq2seq.device import resolve_device, use_bf16
 from seq2seq.errors import UserError
-from seq2seq.evaluate import score
-from seq2seq.inference import load_translator
-from seq2seq.layers import DecoderCache
-from seq2seq.masks import padding_mask
-from seq2seq.model import Transformer
-from seq2seq.precision import use_bf16
-from seq2seq.search import pad_batch
-from seq2seq.tokenizer import BOS, PAD
-from seq2seq.train import resolve_device
-from seq2seq.translate import Translator, load_model, source_normalizer
+from seq2seq.evaluate.metrics import corpus_scores
+from seq2seq.export.ctranslate2 import export_ctranslate2
+from seq2seq.model.layers import DecoderCache
+from seq2seq.model.masks import padding_mask
+from seq2seq.model.transformer import Transformer
+from seq2seq.special import BOS, PAD
 
 CLI_SENTENCE = "今天天气很好。"
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _timed(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
-    """Seconds one call of ``fn`` takes (device work included) and its result."""
-    _sync(device)
-    start = time.perf_counter()
-    result = fn()
-    _sync(device)
-    return time.perf_counter() - start, result
-
-
-def _stats(seconds: list[float]) -> dict[str, float]:
-    return {"min": min(seconds), "median": statistics.median(seconds), "max": max(seconds), "runs": seconds}
 
 
 @torch.inference_mode()
@@ -106,7 +86,7 @@ def bench_cache(
         order = (True, False) if repeat % 2 == 0 else (False, True)  # alternate who goes first
         results = {}
         for use_cache in order:
-            results[use_cache] = _timed(lambda u=use_cache: decode_steps(model, memory, src_mask, steps, u), device)
+            results[use_cache] = timed(lambda u=use_cache: decode_steps(model, memory, src_mask, steps, u), device)
         (t_cached, tok_cached), (t_uncached, tok_uncached) = results[True], results[False]
         cached.append(t_cached)
         uncached.append(t_uncached)
@@ -117,8 +97,8 @@ def bench_cache(
         "source_width": src.size(1),
         "steps": steps,
         "repeats": repeats,
-        "cached_s": _stats(cached),
-        "uncached_s": _stats(uncached),
+        "cached_s": stats(cached),
+        "uncached_s": stats(uncached),
         "ratio_median": statistics.median(ratios),
         "ratio_of_medians": statistics.median(uncached) / statistics.median(cached),
         "same_tokens": same,
@@ -134,10 +114,10 @@ def make_translators(run_dir: Path, device: torch.device, rows: list[str], workd
     for name in rows:
         engine, kind = name.split("-", 1)
         if engine == "ours":
-            translators[name] = load_translator(run_dir, device, precision=kind)
+            translators[name] = load_translator([run_dir], device, precision=kind)
         else:
             out = export_ctranslate2(run_dir, workdir / kind, kind)
-            translators[name] = load_translator(out, device, engine="ctranslate2")
+            translators[name] = load_translator([out], device, engine="ctranslate2")
     return translators
 
 
@@ -162,7 +142,7 @@ def bench_engines(
         for beam in beams:
             shift = repeat % len(names)
             for name in names[shift:] + names[:shift]:  # rotate who goes first
-                elapsed, results = _timed(lambda n=name, b=beam: translators[n].translate(sources, b), device)
+                elapsed, results = timed(lambda n=name, b=beam: translators[n].translate(sources, b), device)
                 seconds[name, beam].append(elapsed)
                 outputs[name, beam] = [r.best.text for r in results]
     latency: dict[tuple[str, int], list[float]] = {key: [] for key in seconds}
@@ -170,7 +150,7 @@ def bench_engines(
         for index, sentence in enumerate(sources[:latency_sentences]):
             shift = index % len(names)
             for name in names[shift:] + names[:shift]:
-                elapsed, _ = _timed(lambda n=name, b=beam, s=sentence: translators[n].translate([s], b), device)
+                elapsed, _ = timed(lambda n=name, b=beam, s=sentence: translators[n].translate([s], b), device)
                 latency[name, beam].append(elapsed)
     rows = []
     for beam in beams:
@@ -178,7 +158,7 @@ def bench_engines(
         base_median = statistics.median(seconds["ours-float32", beam]) if base else None
         for name in names:
             translator, hyps = translators[name], outputs[name, beam]
-            scores = score(hyps, references)
+            scores = corpus_scores(hyps, references)
             median = statistics.median(seconds[name, beam])
             row = {
                 "engine": "torch" if name.startswith("ours") else "ctranslate2",
@@ -186,7 +166,7 @@ def bench_engines(
                 "compute_type": getattr(translator, "compute_type", translator.precision),
                 "beam": beam,
                 "sentences": len(sources),
-                "seconds": _stats(seconds[name, beam]),
+                "seconds": stats(seconds[name, beam]),
                 "sentences_per_s": len(sources) / median,
                 "bleu": scores.bleu,
                 "chrf": scores.chrf,
@@ -214,7 +194,7 @@ def bench_cli(model_dir: str, device: torch.device, threads: int, repeats: int) 
         if done.returncode != 0:
             raise UserError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-300:]}")
         output = done.stdout.strip()
-    return {"command": command[-6:], "seconds": _stats(seconds), "translation": output}
+    return {"command": command[-6:], "seconds": stats(seconds), "translation": output}
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -265,15 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100, help="source sentences in the batch of (a)")
     parser.add_argument("--steps", type=int, default=40, help="decoder steps in (a)")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5], help="beam sizes of (b); 1 = greedy")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = all available cores")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    add_common_options(parser, "bench_decode")
     parser.add_argument("--force-bf16", action="store_true", help="measure bf16 even where it is not native")
     parser.add_argument("--rows", nargs="+", default=list(ENGINE_ROWS), choices=ENGINE_ROWS, help="engine rows of (b)")
     parser.add_argument(
         "--latency-sentences", type=int, default=100, help="sentences translated one by one for the p50 latency"
     )
     parser.add_argument("--skip-cli", action="store_true", help="leave out (c)")
-    parser.add_argument("--out", type=Path, default=Path("docs/bench_decode.json"), help="JSON report")
     args = parser.parse_args(argv)
     for name in ("repeats", "repeats_translate", "repeats_cli", "batch", "steps"):
         if getattr(args, name) < 1:
@@ -286,22 +264,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_decode: error: {err}", file=sys.stderr)
         return 2
     print_report(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"\nwrote {args.out}")
+    write_report(report, args.out)
     return 0
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """All three measurements -> the report dict."""
-    threads = args.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
-    torch.set_num_threads(threads)
+    threads = set_threads(args.threads)
     device = resolve_device(args.device)
     run_dir = Path(args.model)
     model, tokenizer, cfg = load_model(run_dir, device)
     run_dir = run_dir if run_dir.is_dir() else run_dir.parent
     # (a) encodes with it
-    translator = Translator(model, tokenizer, cfg.decode, device, normalize_source=source_normalizer(cfg))
+    translator = TorchTranslator(model, tokenizer, cfg.decode, device, normalize_source=source_normalizer(cfg))
     test_src = read_lines(run_dir / "test.src", "test.src")
     test_tgt = read_lines(run_dir / "test.tgt", "test.tgt")
     if len(test_src) != len(test_tgt):
@@ -330,7 +305,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     report: dict[str, Any] = {
         "model": str(run_dir),
-        "step": _checkpoint_step(run_dir),
+        "step": checkpoint_step(run_dir),
         "machine": machine_info(device),
         "cache": cache,
         "repeats_translate": args.repeats_translate,
@@ -340,14 +315,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.skip_cli:
         report["cli"] = bench_cli(str(run_dir), device, threads, args.repeats_cli)
     return report
-
-
-def _checkpoint_step(run_dir: Path) -> int | None:
-    """The training step best.pt was saved at (for the record)."""
-    from seq2seq.checkpoint import load_checkpoint
-
-    step = load_checkpoint(run_dir / "best.pt").get("step")
-    return int(step) if step is not None else None
 
 
 if __name__ == "__main__":

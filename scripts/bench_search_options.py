@@ -10,25 +10,23 @@ every matched term appears.
 """
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
-from bench_decode import _checkpoint_step
-from machine import machine_info
+from benchlib import add_common_options, checkpoint_step, machine_info, set_threads, write_report
 
-from seq2seq.corpus import read_lines
-from seq2seq.ensemble import Ensemble
+from seq2seq.data.corpus import read_lines
+from seq2seq.decode.glossary import Glossary
+from seq2seq.decode.loader import load_model
+from seq2seq.decode.search import TokenSampler
+from seq2seq.decode.torch_engine import TorchTranslator
+from seq2seq.device import resolve_device
 from seq2seq.errors import UserError
-from seq2seq.evaluate import score
-from seq2seq.glossary import Glossary
-from seq2seq.search import Sampler
-from seq2seq.train import resolve_device
-from seq2seq.translate import Translator, load_model
+from seq2seq.evaluate.metrics import corpus_scores
+from seq2seq.model.ensemble import Ensemble
 
 # Everyday terms with one usual English rendering, so a fair share of test sentences carries one.
 DEFAULT_TERMS = (
@@ -50,15 +48,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default="runs/zh-en", help="run directory")
     p.add_argument("--sentences", type=int, default=300, help="first N test sentences (0 = all)")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians are reported)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = all cores)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--out", type=Path, default=Path("docs/bench_search_options.json"))
+    add_common_options(p, "bench_search_options", device="cpu")
     return p.parse_args(argv)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = resolve_device(args.device)
     run_dir = Path(args.model)
     model, tokenizer, cfg = load_model(run_dir, device)
@@ -66,13 +61,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     references = read_lines(run_dir / "test.tgt", "test.tgt")
     n = args.sentences or len(sources)
     sources, references = sources[:n], references[:n]
-    single = Translator(model, tokenizer, cfg.decode, device)
-    pair = Translator(Ensemble([model, model]).eval(), tokenizer, cfg.decode, device)
+    single = TorchTranslator(model, tokenizer, cfg.decode, device)
+    pair = TorchTranslator(Ensemble([model, model]).eval(), tokenizer, cfg.decode, device)
     glossary = Glossary(DEFAULT_TERMS)
     modes = {
         "greedy": lambda: single.translate(sources, 1),
         "beam 5": lambda: single.translate(sources, 5),
-        "sampling (top-p 0.9, seed 1)": lambda: single.translate(sources, 1, sampler=Sampler(top_p=0.9, seed=1)),
+        "sampling (top-p 0.9, seed 1)": lambda: single.translate(sources, 1, sampler=TokenSampler(top_p=0.9, seed=1)),
         "beam 5 + glossary": lambda: single.translate(sources, 5, glossary=glossary),
         "ensemble of 2 (the model twice), beam 5": lambda: pair.translate(sources, 5),
     }
@@ -86,7 +81,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for name in modes:
         texts = [r.best.text for r in outputs[name]]
-        quality = score(texts, references)
+        quality = corpus_scores(texts, references)
         row = {
             "mode": name,
             "sentences_per_s": round(statistics.median(speeds[name]), 1),
@@ -100,7 +95,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows.append(row)
     return {
         "model": str(run_dir),
-        "step": _checkpoint_step(run_dir),
+        "step": checkpoint_step(run_dir),
         "sentences": len(sources),
         "rounds": args.rounds,
         "machine": machine_info(device),
@@ -124,9 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             else ""
         )
         print(f"{row['mode']:<42} {row['sentences_per_s']:>7.1f} sent/s  BLEU {row['bleu']:5.2f}{extra}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_report(report, args.out)
     return 0
 
 

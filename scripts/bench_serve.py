@@ -14,42 +14,16 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-import torch
-from machine import machine_info
+from benchlib import add_common_options, free_port, machine_info, set_threads, start_server, write_report
 
-from seq2seq.inference import PRECISIONS, load_translator
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(model: str, port: int, flags: list[str], threads: int = 0) -> subprocess.Popen:
-    """``seq2seq serve`` as a child process (``threads`` > 0: that many torch threads); returns once /health answers."""
-    command = [sys.executable, "-m", "seq2seq", "serve", "--model", model, "--port", str(port), *flags]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads > 0 else None
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            connection.request("GET", "/health")
-            if connection.getresponse().status == 200:
-                return server
-        except OSError:
-            time.sleep(0.3)
-    server.kill()
-    sys.exit(f"bench_serve: the server did not start ({' '.join(command)})")
+from seq2seq.decode.loader import load_translator
+from seq2seq.device import DECODE_PRECISIONS, resolve_device
 
 
 def load_test(port: int, sentences: list[str], clients: int, beam: int, requests: int, seconds: float) -> dict:
@@ -110,26 +84,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="run directory (its test.src is the input)")
     parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto", help="as for translate/evaluate/serve")
+    parser.add_argument(
+        "--precision", choices=DECODE_PRECISIONS, default="auto", help="as for translate/evaluate/serve"
+    )
     parser.add_argument("--clients", default="1,8,32", help="comma-separated client counts; 1 = sequential")
     parser.add_argument("--sentences", type=int, default=500, help="test sentences used (and batch-decoded)")
     parser.add_argument("--requests", type=int, default=400, help="at most this many requests per level")
     parser.add_argument("--seconds", type=float, default=30, help="at most this long per level")
     parser.add_argument("--singles", type=int, default=50, help="sentences timed one at a time")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads, here and in the server (0: all cores)")
-    parser.add_argument("--out", help="write the results as JSON here")
+    add_common_options(parser, "bench_serve", device="cpu")  # --threads: here and in the server
     args = parser.parse_args()
 
     sentences = [s for s in (Path(args.model) / "test.src").read_text(encoding="utf-8").splitlines() if s]
     sentences = sentences[: args.sentences]
     levels = [int(n) for n in args.clients.split(",")]
-    device = torch.device("cpu")
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    translator = load_translator(args.model, device, precision=args.precision)  # as evaluate and serve load it
+    device = resolve_device(args.device)
+    threads = set_threads(args.threads)
+    translator = load_translator([args.model], device, precision=args.precision)  # as evaluate and serve load it
     port = free_port()
-    server = start_server(args.model, port, ["--device", "cpu", "--precision", args.precision], args.threads)
+    server = start_server(args.model, port, ["--device", args.device, "--precision", args.precision], threads)
     rounds: list[dict] = []
     try:
         for number in range(args.rounds):
@@ -196,8 +170,7 @@ def main() -> None:
         f"one sentence: {summary['single_sentence_ms']} ms; server peak RSS {summary['server_peak_rss_mib']} MiB"
     )
     print(json.dumps(summary["ratios"]))
-    if args.out:
-        Path(args.out).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    write_report(summary, args.out)
 
 
 if __name__ == "__main__":

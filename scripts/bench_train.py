@@ -5,9 +5,9 @@ embeddings), the same AdamW, schedule and label-smoothed loss, and train in one 
 alternating in rounds, on the same Tatoeba training split:
 
 * ours      — length-bucketed batches from ``BucketSampler``, the recipe's precision (bf16
-              autocast where the CPU has native bf16, ``seq2seq.precision``), the recipe's
+              autocast where the CPU has native bf16, ``seq2seq.train.precision``), the recipe's
               attention (``auto``: written out on a CPU, SDPA on CUDA), the loss fused with the
-              output projection (``seq2seq.loss``);
+              output projection (``seq2seq.train.loss``);
 * baseline  — ``nn.Transformer`` in float32 on random (unbucketed) batches of the same token
               budget, full logits and ``F.cross_entropy``, the way a plain training script does it.
 
@@ -25,9 +25,7 @@ its peak GPU memory) is measured in a separate training process.
 """
 
 import argparse
-import json
 import math
-import os
 import resource
 import statistics
 import subprocess
@@ -36,21 +34,22 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from machine import machine_info
+from benchlib import add_common_options, machine_info, set_threads, stats, sync, write_report
 from torch import Tensor, nn
 
-from seq2seq.batching import Batch, BucketSampler, EpochBatches, cut_batches
 from seq2seq.config import DEFAULT_CONFIG, Config, load_config
-from seq2seq.dataset import EncodedSplit, prepare_data
-from seq2seq.layers import sinusoids
-from seq2seq.model import Transformer
-from seq2seq.precision import MasterWeights, autocast, resolve_precision
-from seq2seq.tokenizer import PAD
-from seq2seq.train import adamw, batch_loss, dev_loss, lr_factor, optimizer_update, resolve_device
+from seq2seq.data.batching import Batch, BucketSampler, EpochBatches, cut_batches
+from seq2seq.data.encoded import EncodedSplit
+from seq2seq.data.pipeline import prepare_data
+from seq2seq.device import autocast, resolve_device, resolve_precision
+from seq2seq.model.layers import sinusoids
+from seq2seq.model.transformer import Transformer
+from seq2seq.special import PAD
+from seq2seq.train.precision import MasterWeights
+from seq2seq.train.trainer import adamw, batch_loss, dev_loss, lr_factor, optimizer_update
 
 
 class TorchTransformer(nn.Module):
@@ -105,12 +104,6 @@ def random_batches(train: EncodedSplit, batch_tokens: int, seed: int) -> EpochBa
     return cut_batches(order, train.src_lengths, train.tgt_lengths + 1, batch_tokens)
 
 
-def sync(device: torch.device) -> None:
-    """Wait for the device's queued work, so that a clock reading includes it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def matmul_peak(dtype: torch.dtype, device: torch.device, repeats: int = 5) -> float:
     """Best GFLOP/s of a square matmul in ``dtype`` over a few sizes (larger ones on a GPU)."""
     rates = []
@@ -135,7 +128,7 @@ class Row:
     name: str
     model: nn.Module
     batches: EpochBatches
-    precision: str  # float32 | bf16-autocast | bf16 (seq2seq.precision)
+    precision: str  # float32 | bf16-autocast | bf16 (seq2seq.train.precision)
     loss: Callable[[nn.Module, Batch, float, bool], Tensor]
     weights: MasterWeights = field(init=False)
     optimizer: torch.optim.Optimizer = None
@@ -201,7 +194,7 @@ def peak_memory_mb(config: str, overrides: list[str], steps: int) -> tuple[float
     """Peak RSS and peak GPU memory (MB; GPU None on a CPU) of a process training ``steps`` steps."""
     with tempfile.TemporaryDirectory() as run_dir:
         code = (
-            "import sys, torch; from seq2seq.config import load_config; from seq2seq.train import Trainer; "
+            "import sys, torch; from seq2seq.config import load_config; from seq2seq.train.trainer import Trainer; "
             "t = Trainer(load_config(sys.argv[1], sys.argv[2:])); t.fit(quiet=True); "
             "print(torch.cuda.max_memory_allocated(t.device) if t.device.type == 'cuda' else -1)"
         )
@@ -218,10 +211,6 @@ def peak_memory_mb(config: str, overrides: list[str], steps: int) -> tuple[float
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, gpu_bytes / 2**20 if gpu_bytes >= 0 else None
 
 
-def stats(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=DEFAULT_CONFIG)
@@ -229,15 +218,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (each row trains in each)")
     parser.add_argument("--round-tokens", type=int, default=30_000, help="target tokens per row per round")
     parser.add_argument("--rss-steps", type=int, default=30, help="steps of the separate peak-memory run; 0 = skip")
-    parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    parser.add_argument("--out", default="docs/bench_train.json")
+    add_common_options(parser, "bench_train")
     args = parser.parse_args()
 
     overrides = [*args.set, f"train.device={args.device}"]
     cfg = load_config(args.config, overrides)
     device = resolve_device(cfg.train.device)
-    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
+    set_threads(args.threads)
     data = prepare_data(cfg.data)
     train, vocab = data.train, data.tokenizer.tgt_vocab_size
     precision = resolve_precision(cfg.train.precision, device)
@@ -312,8 +299,7 @@ def main() -> None:
         "peak_gpu_mb_default_recipe": gpu_mb,
         "command": " ".join(["python", *sys.argv]),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1))
+    write_report(report, args.out)
 
     print(
         f"{machine.get('gpu', machine['cpu'])}, {machine['threads']} CPU threads, torch {machine['torch']}; "

@@ -70,7 +70,9 @@ def plot(runs: dict[str, list[dict[str, Any]]], out: Path, title: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (each holding metrics.jsonl)")
-    parser.add_argument("--out", type=Path, default=Path("docs/learning_curve.png"), help="PNG to write")
+    parser.add_argument(
+        "--out", type=Path, default=Path("runs/bench/learning_curve.png"), help="PNG to write (default: %(default)s)"
+    )
     parser.add_argument("--title", default="greedy dev BLEU / chrF and dev loss during training", help="figure title")
     args = parser.parse_args(argv)
     try:

@@ -12,7 +12,6 @@ spent in (a second pass: cProfile slows Python code, so read its figures as shar
 import argparse
 import cProfile
 import io
-import json
 import pstats
 import sys
 import time
@@ -20,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from benchlib import add_common_options, set_threads, write_report
 from torch import Tensor, nn
 
-from seq2seq.corpus import read_lines
-from seq2seq.inference import PRECISIONS, load_translator
-from seq2seq.layers import DecoderCache
+from seq2seq.data.corpus import read_lines
+from seq2seq.decode.loader import load_translator
+from seq2seq.device import DECODE_PRECISIONS, resolve_device
+from seq2seq.model.layers import DecoderCache
 
 
 class TimedModel(nn.Module):
@@ -55,14 +56,14 @@ class TimedModel(nn.Module):
 
 def profile(args: argparse.Namespace) -> dict[str, Any]:
     """One decode of the split under the timing proxy, one under cProfile -> the report dict."""
-    torch.set_num_threads(args.threads or torch.get_num_threads())
-    translator = load_translator(args.model, torch.device("cpu"), precision=args.precision)
+    set_threads(args.threads)
+    translator = load_translator([args.model], resolve_device(args.device), precision=args.precision)
     run_dir = Path(args.model) if Path(args.model).is_dir() else Path(args.model).parent
     sentences = read_lines(run_dir / f"{args.split}.src", args.split)[: args.sentences or None]
     sources = [translator.encode(s) for s in sentences]
     translator.search(sources[:8], args.beam, 1)  # warm-up: first-call allocations
-    timed = TimedModel(translator._search_model)
-    translator._search_model = timed
+    timed = TimedModel(translator.search_model)
+    translator.search_model = timed
     start = time.perf_counter()
     translator.search(sources, args.beam, 1)
     total = time.perf_counter() - start
@@ -97,10 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test", choices=["test", "dev"])
     parser.add_argument("--sentences", type=int, default=0, help="first N sentences; 0 = all")
     parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--precision", default="float32", choices=PRECISIONS)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
+    parser.add_argument("--precision", default="float32", choices=DECODE_PRECISIONS)
     parser.add_argument("--top", type=int, default=15, help="cProfile rows to print")
-    parser.add_argument("--out", type=Path, help="also write the report as JSON")
+    add_common_options(parser, "profile_decode", device="cpu")
     args = parser.parse_args(argv)
     report = profile(args)
     s = report["model_seconds"]
@@ -111,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         f"search overhead {report['search_overhead_seconds']:.2f} s"
     )
     print(report["cprofile_by_own_time"])
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_report(report, args.out)
     return 0
 
 

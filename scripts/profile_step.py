@@ -12,27 +12,27 @@ matmuls, and the rest of the step only adds time.
 """
 
 import argparse
-import json
 from collections import defaultdict
 
 import torch
+from benchlib import add_common_options, set_threads, write_report
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from seq2seq.batching import BucketSampler
 from seq2seq.config import DEFAULT_CONFIG, TrainConfig, load_config
-from seq2seq.dataset import prepare_data
-from seq2seq.model import Transformer
-from seq2seq.precision import MasterWeights
-from seq2seq.tokenizer import PAD
-from seq2seq.train import adamw, batch_loss, optimizer_update
+from seq2seq.data.batching import BucketSampler
+from seq2seq.data.pipeline import prepare_data
+from seq2seq.model.transformer import Transformer
+from seq2seq.special import PAD
+from seq2seq.train.precision import MasterWeights
+from seq2seq.train.trainer import adamw, batch_loss, optimizer_update
 
 PHASES = ("forward + loss", "backward", "clip + optimizer")
 # Operator name fragments -> kind; the first match wins (checked in this order).
 KINDS = {
     "matmul": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
     "attention (fused SDPA)": ("scaled_dot_product", "_flash_attention", "_efficient_attention"),
-    "dropout masks": ("bernoulli", "dropout", "random_"),  # random_: the draws of seq2seq.layers.keep_scale
+    "dropout masks": ("bernoulli", "dropout", "random_"),  # random_: the draws of seq2seq.model.layers.keep_scale
     "layer norm": ("layer_norm",),
     "loss, softmax": ("cross_entropy", "log_softmax", "softmax", "nll_loss", "amax", "ProjectedCrossEntropy"),
     "dtype casts, copies": ("aten::to", "_to_copy", "copy_", "clone"),
@@ -81,8 +81,9 @@ def main() -> None:
     parser.add_argument("--config", default=DEFAULT_CONFIG)
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="config override")
     parser.add_argument("--steps", type=int, default=10, help="profiled steps per precision")
-    parser.add_argument("--out", default=None, help="also write the figures as JSON here")
+    add_common_options(parser, "profile_step", device="cpu")
     args = parser.parse_args()
+    set_threads(args.threads)
     cfg = load_config(args.config, args.set)
     data = prepare_data(cfg.data)
     train = data.train
@@ -106,9 +107,7 @@ def main() -> None:
         print()
     rates = [r["matmul_flops"] / max(r["seconds"].get("matmul", 0.0), 1e-9) / 1e9 for r in results.values()]
     print(f"{'matmul GFLOP/s':<24}" + "".join(f"{rate:>20.0f}" for rate in rates))
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            json.dump({"config": args.config, "overrides": args.set, "steps": args.steps, **results}, handle, indent=1)
+    write_report({"config": args.config, "overrides": args.set, "steps": args.steps, **results}, args.out)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ through Debian's chromedriver (nothing downloaded), against a server on a free l
 
 import argparse
 
-from bench_serve import free_port, start_server
+from benchlib import REPORTS, free_port, start_server
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
@@ -16,7 +16,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--text", default="我想喝一杯咖啡。")
-    parser.add_argument("--out", default="docs/serve.png")
+    parser.add_argument("--out", default=str(REPORTS / "serve.png"), help="PNG to write (default: %(default)s)")
     parser.add_argument("--size", default="1400,1500", help="window width,height in CSS pixels")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")

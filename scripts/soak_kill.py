@@ -12,7 +12,7 @@ reference's records, step for step, no temporary file is left.
 The trainers run in children forked from a server that has imported torch once
 (``multiprocessing``'s forkserver), so a kill costs a fraction of a second, not an interpreter
 start; each child runs ``seq2seq.cli.main``, the ``seq2seq train`` command itself. The CI test
-(tests/test_fault_kill.py) calls the same functions with fewer kills.
+(tests/system/test_fault_kill.py) calls the same functions with fewer kills.
 
     python scripts/soak_kill.py                        # 100 kills, 200 steps
     python scripts/soak_kill.py --kills 30 --steps 60 --seed 7 --out /tmp/soak.json
@@ -77,13 +77,13 @@ def _child(argv: list[str], log: str, fault: tuple[str, str] | None) -> None:
     os.dup2(fd, 2)
     from tqdm import tqdm
 
-    import seq2seq.train
+    import seq2seq.train.trainer
     from seq2seq.cli import main
 
     tqdm.set_lock(threading.RLock())  # not tqdm's default multiprocessing lock, which a SIGKILL would leak
     if fault is not None:
         mode, target = fault
-        save = seq2seq.train.save_checkpoint
+        save = seq2seq.train.trainer.save_checkpoint
 
         def faulty_save(state: dict, path: Path) -> None:
             key = save_key(state, path)
@@ -98,7 +98,7 @@ def _child(argv: list[str], log: str, fault: tuple[str, str] | None) -> None:
             if key == target and mode == "after":
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        seq2seq.train.save_checkpoint = faulty_save
+        seq2seq.train.trainer.save_checkpoint = faulty_save
     main(argv)
 
 

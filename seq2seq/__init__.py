@@ -1,5 +1,21 @@
 """seq2seq: a small, readable encoder-decoder Transformer for translation.
 
+The packages form layers; each imports only from the layers before it in this list:
+
+    top level   config, errors, atomic, checkpoint, special ids, device and precision choice
+    model       masks, layers, the Transformer, ensembles (tensors in, tensors out)
+    data        corpora, scripts, near-duplicates, splits, mixing, tokenizer, token files, batches
+    decode      searches, forced scoring, traces, glossaries, attention, translators and engines
+    evaluate    BLEU/chrF, breakdowns, comparisons
+    train       the training loop and everything a run needs
+    export      CTranslate2 export
+    explain     what a trained model does, shown
+    serve       the HTTP app
+    cli         the ``seq2seq`` command, one module per verb
+
+``model`` and ``data`` do not import each other; ``export`` and ``explain`` neither.
+``tests/unit/test_import_layers.py`` checks all of it.
+
 Shape letters used in every docstring and reshape comment:
 
     B  batch size              S  source length        T  target length

@@ -1,4 +1,4 @@
-"""Checkpoints: atomic save, safe and verified load, averaging.
+"""Checkpoints: where a run's model is, atomic save, safe and verified load, averaging.
 
 A checkpoint is a plain dict of tensors and builtins, so it loads with
 ``torch.load(weights_only=True)``: a tampered file cannot run code. It is written
@@ -21,6 +21,19 @@ from seq2seq.config import DEFAULT_CONFIG
 from seq2seq.errors import UserError
 
 DIGEST_KEY = "sha256"  # the key that holds the digest of everything else in the file
+
+
+def resolve_checkpoint(model_path: str | Path) -> Path:
+    """A run directory (-> its best.pt) or a checkpoint file."""
+    path = Path(model_path)
+    if path.is_dir():
+        path = path / "best.pt"
+    if not path.is_file():
+        raise UserError(
+            f"no trained model at {path}; train first: seq2seq train --config {DEFAULT_CONFIG} "
+            "(or pass --model RUN_DIR)"
+        )
+    return path
 
 
 def content_digest(state: Any) -> str:

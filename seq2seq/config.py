@@ -60,7 +60,7 @@ class CorpusConfig:
     tsv: str | None = None  # ... one TSV file with both sides
     src_column: int = 1
     tgt_column: int = 0
-    weight: float = 1.0  # pairs per epoch relative to the other corpora's (see seq2seq.mixing)
+    weight: float = 1.0  # pairs per epoch relative to the other corpora's (see seq2seq.data.mixing)
     eval: bool = False  # dev/test are split off this corpus (default: the first)
     vocab: bool = True  # its training pairs teach the subword vocabulary; false: its pairs with unknown pieces go
 
@@ -92,7 +92,7 @@ class DataConfig:
     batch_tokens: int = 4096
     cache_dir: str = "data/cache"
     split_similarity: float = 0.8  # pairs whose source or target are this similar stay on one side; 1: identical only
-    hash_split_above: int = 200_000  # corpora of more pairs (together) are split by hash (seq2seq.hashsplit)
+    hash_split_above: int = 200_000  # corpora of more pairs (together) are split by hash (seq2seq.data.hashsplit)
     src_script: Script = "keep"  # Chinese script of the source side: keep | simplified | traditional (OpenCC)
     tgt_script: Script = "keep"  # ... of the target side
     corpora: tuple[CorpusConfig, ...] = ()  # several corpora mixed by weight, instead of src/tgt/tsv

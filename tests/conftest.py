@@ -4,8 +4,8 @@ the command line run as a subprocess, one toy model trained through it for the w
 
 import contextlib
 import json
+import math
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +13,20 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from hypothesis import settings
+from torch import Tensor, nn
 
 from seq2seq.config import ModelConfig
-from seq2seq.corpus import normalize, read_pair_files
-from seq2seq.model import Transformer
-from seq2seq.tokenizer import BOS as START
-from seq2seq.tokenizer import EOS as END
-from seq2seq.tokenizer import PAD, UNK
+from seq2seq.data.corpus import normalize, read_pair_files
+from seq2seq.model.layers import DecoderCache
+from seq2seq.model.transformer import Transformer
+from seq2seq.special import BOS as START
+from seq2seq.special import EOS as END
+from seq2seq.special import PAD, UNK
 
 __all__ = ["PAD", "UNK", "START", "END"]  # re-exported: the tests name the special ids as the model sees them
 VOCAB = 40
@@ -31,6 +34,9 @@ VOCAB = 40
 # Tiny tensors gain nothing from intra-op threads, and on a shared machine OpenMP threads
 # spin-waiting against another busy process slow the tests down many times over.
 torch.set_num_threads(1)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # the bench scripts' shared helpers
+from benchlib import free_port  # noqa: E402  (one home, for the scripts and the tests)
 
 
 def build_tiny_model(seed: int = 0, src_vocab: int = VOCAB, tgt_vocab: int = VOCAB, **overrides) -> Transformer:
@@ -74,6 +80,143 @@ FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=100
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOY_SRC, TOY_TGT = FIXTURES / "toy.zh", FIXTURES / "toy.en"  # 2000 line-aligned Tatoeba pairs
+
+
+# --- Decoders with known behaviour, for the search tests ---------------------------------------
+
+A, B, C = 4, 5, 6  # the scripted decoder's vocabulary: 7 ids
+SCRIPT_VOCAB = 7
+
+
+class EosRamp(nn.Module):
+    """A tiny model whose <end> logit grows with the target length.
+
+    A random model almost never prefers <end>, so every search would just run to
+    the length limit; the ramp makes sentences end at different steps, so the
+    searches below also exercise finishing, filler rows and beam reordering.
+    """
+
+    def __init__(self, inner: nn.Module, slope: float = 0.5, offset: float = -3.0) -> None:
+        super().__init__()
+        self.inner, self.cfg, self.slope, self.offset = inner, inner.cfg, slope, offset
+        self.length = 0
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        return self.inner.encode(src, src_mask)
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
+        self.length = (cache.length if cache is not None else 0) + tgt.size(1)
+        return self.inner.decode(tgt, memory, src_mask, cache)
+
+    def logits(self, states: Tensor) -> Tensor:
+        out = self.inner.logits(states).clone()
+        out[..., END] += self.slope * self.length + self.offset
+        return out
+
+
+def sources(n: int, seed: int = 0, min_len: int = 2, max_len: int = 12, vocab: int = 40) -> Tensor:
+    """(n, max_len) random right-padded sources ``x… <end>`` of mixed lengths."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(min_len, max_len + 1, (n,), generator=gen).tolist()
+    src = torch.full((n, max(lengths)), PAD)
+    for row, length in enumerate(lengths):
+        src[row, : length - 1] = torch.randint(4, vocab, (length - 1,), generator=gen)
+        src[row, length - 1] = END
+    return src
+
+
+def unpad(src: Tensor, row: int) -> Tensor:
+    """Row ``row`` of ``src`` alone, without its padding: (1, S_row)."""
+    length = int((src[row] != PAD).sum())
+    return src[row : row + 1, :length]
+
+
+class PositionRamp(nn.Module):
+    """A tiny model whose <end> logit grows with the position, whole targets or one step at a time,
+    so outputs end at different lengths (with <end>) and teacher forcing sees the same logits;
+    like a trained model, it never predicts <pad> or <start>."""
+
+    def __init__(self, inner: nn.Module, slope: float = 0.5, offset: float = -3.0) -> None:
+        super().__init__()
+        self.inner, self.cfg, self.slope, self.offset = inner, inner.cfg, slope, offset
+        self.first = 0
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        return self.inner.encode(src, src_mask)
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
+        self.first = cache.length if cache is not None else 0
+        return self.inner.decode(tgt, memory, src_mask, cache)
+
+    def logits(self, states: Tensor) -> Tensor:
+        out = self.inner.logits(states).clone()
+        if states.dim() == 2:  # the searches ask for the last position only
+            positions = torch.tensor(float(self.first + 1))
+        else:  # (B, T, D): every position
+            positions = self.first + torch.arange(1, states.size(1) + 1, dtype=torch.float)[None, :]
+        out[..., END] += self.slope * positions + self.offset
+        out[..., [PAD, START]] = float("-inf")  # like a trained model: no output is <pad> or <start>
+        return out
+
+
+class ScriptedModel(nn.Module):
+    """Next-token probabilities set by hand as a function of (script, prefix).
+
+    The source's first id picks a script (a dict: prefix tuple -> {token: p});
+    prefixes not in the script get ``default``. ``decode`` hands every position the
+    source id and the whole prefix, so run it with ``use_cache=False``.
+    Tokens without a probability get log 0 = -inf.
+    """
+
+    def __init__(
+        self,
+        scripts: dict[int, dict[tuple[int, ...], dict[int, float]]],
+        default: dict[int, float] | None = None,
+        vocab: int = SCRIPT_VOCAB,
+    ) -> None:
+        super().__init__()
+        self.cfg = SimpleNamespace(max_positions=64)
+        self.scripts, self.vocab = scripts, vocab
+        self.default = default or {END: 0.97, A: 0.01, B: 0.01, C: 0.01}
+        self.prefixes: list[tuple[int, ...]] = []  # every prefix asked about, for inspection
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        return src.float()[:, :, None]  # (B, S, 1): carries the script id to decode
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
+        assert cache is None, "the scripted model needs the whole prefix: use_cache=False"
+        b, t = tgt.shape
+        row = torch.cat([memory[:, 0, :], tgt.float()], dim=1)  # (B, 1+T): script id, prefix
+        return row[:, None, :].expand(b, t, t + 1)  # (B, T, 1+T): every position sees it all
+
+    def logits(self, states: Tensor) -> Tensor:
+        out = torch.full((states.size(0), self.vocab), float("-inf"))
+        for i, row in enumerate(states.long().tolist()):
+            script, prefix = row[0], tuple(row[1:])
+            assert prefix[0] == START
+            self.prefixes.append(prefix[1:])
+            probs = self.scripts.get(script, {}).get(prefix[1:], self.default)
+            for token, p in probs.items():
+                out[i, token] = math.log(p)
+        return out
+
+
+def gnmt(length: int, alpha: float) -> float:
+    return ((5 + length) / 6) ** alpha
+
+
+# Script 1: greedy takes A (0.6) and then <end> (0.4): p = 0.24. Beam keeps B
+# (0.4) too, which ends with 0.9: p = 0.36, better than the greedy path.
+GREEDY_TRAP = {
+    (): {A: 0.6, B: 0.4},
+    (A,): {A: 0.35, C: 0.25, END: 0.4},
+    (B,): {END: 0.9, A: 0.05, C: 0.05},
+}
+
+
+def script_src(*scripts: int) -> Tensor:
+    """One source per script id: ``[script, <end>]`` (the script id is the first token)."""
+    return torch.tensor([[s, END] for s in scripts])
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
@@ -177,13 +320,6 @@ def toy_run(tmp_path_factory, toy_cache) -> Path:
 
 
 # --- A server as a real process ----------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now (the OS picks it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def http_json(url: str, body: dict | None = None, timeout: float = 60) -> tuple[int, dict]:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO, TextIO
 
-from seq2seq.corpus import decode_line
+from seq2seq.data.corpus import decode_line
 from seq2seq.errors import UserError
 
 _EOF = object()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from seq2seq.tokenizer import BOS, EOS, PAD
+from seq2seq.special import BOS, EOS, PAD
 
 
 @dataclass
@@ -120,7 +120,7 @@ class BucketSampler:
         """``lengths_at(epoch)``, if given, supplies each epoch's (source, target) lengths: the
         sentences stay the same but their segmentation changes (subword regularization).
         ``items_at(epoch)``, if given, supplies the sentence indices an epoch holds (repeats
-        allowed; several corpora mixed by weight, ``seq2seq.mixing``); default: each sentence once."""
+        allowed; several corpora mixed by weight, ``seq2seq.data.mixing``); default: each sentence once."""
         self.src_len, self.tgt_len = src_len, tgt_len + 1
         self.batch_tokens, self.seed, self.shuffle = batch_tokens, seed, shuffle
         self.lengths_at, self.items_at = lengths_at, items_at

@@ -4,14 +4,14 @@ Input is two line-aligned UTF-8 files or one TSV file. Problems that make the
 corpus unusable (missing or empty file, bad UTF-8, misaligned files, short TSV
 rows) raise ``UserError`` naming file and line. The split into train/dev/test is
 seeded and group-aware: pairs sharing a source or a target sentence, or whose
-sources or targets are near-duplicates (``seq2seq.neardup``, above
+sources or targets are near-duplicates (``seq2seq.data.neardup``, above
 ``data.split_similarity``), land on the same side, so dev/test measure what the
 model makes of sentences it has not seen, not how well it remembers their twins.
 Several corpora (``data.corpora``) are each read and checked alike; dev/test come
 from one of them, the others only train. Files are read a line at a time (``raw_chunks``
 hands out chunks of pairs), and the splits' training pairs go to disk (``SpooledSplits``)
 for the rest of the pipeline; a corpus too large for this module's in-memory split is split
-by ``seq2seq.hashsplit``.
+by ``seq2seq.data.hashsplit``.
 """
 
 import random
@@ -23,9 +23,9 @@ from itertools import islice, zip_longest
 from pathlib import Path
 
 from seq2seq.config import CorpusConfig, DataConfig
+from seq2seq.data.neardup import near_duplicates
+from seq2seq.data.zh_script import converter
 from seq2seq.errors import UserError
-from seq2seq.neardup import near_duplicates
-from seq2seq.script import converter
 
 _SPACES = re.compile(r"\s+")
 
@@ -42,7 +42,7 @@ def normalize(text: str) -> str:
 
 
 def normalizer(script: str, key: str = "data.src_script") -> Callable[[str], str]:
-    """``normalize`` followed by the conversion to ``script`` (``seq2seq.script``); ``key`` names the setting."""
+    """``normalize``, then the conversion to ``script`` (``seq2seq.data.zh_script``); ``key`` names the setting."""
     convert = converter(script, key)
     return lambda text: convert(normalize(text))
 

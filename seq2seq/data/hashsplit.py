@@ -1,6 +1,6 @@
 """The train/dev/test split of corpora too large to group in memory: decided by hash, streamed.
 
-The in-memory split (``seq2seq.corpus.make_splits``) links every pair of the corpus to its
+The in-memory split (``seq2seq.data.corpus.make_splits``) links every pair of the corpus to its
 near-duplicates before it deals groups to dev and test, which needs every sentence, its grams and
 its signature at once: gigabytes at 10^7 pairs. Dev and test are a few thousand pairs, so here
 only they are looked at as a whole, and everything else streams past them:
@@ -15,7 +15,7 @@ only they are looked at as a whole, and everything else streams past them:
    leaves over go back to training.
 3. Every training pair of every corpus streams past an index of the held-out pairs alone, on all
    cores: a pair sharing its source or target with a held-out pair, or whose source or target is
-   a near-duplicate of a held-out one (``seq2seq.neardup.NearDuplicateIndex``, exact), is dropped
+   a near-duplicate of a held-out one (``seq2seq.data.neardup.NearDuplicateIndex``, exact), is dropped
    and counted as overlap.
 
 So no dev or test sentence has a twin or a near-twin in training, and dev and test share none,
@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 
 from seq2seq.config import DataConfig
-from seq2seq.corpus import (
+from seq2seq.data.corpus import (
     READ_CHUNK,
     CorpusCounts,
     Split,
@@ -50,7 +50,7 @@ from seq2seq.corpus import (
     normalizer,
     raw_chunks,
 )
-from seq2seq.neardup import NearDuplicateIndex
+from seq2seq.data.neardup import NearDuplicateIndex
 
 HELD_OUT_FACTOR = 2  # candidates per held-out pair wanted: room for groups that do not fit
 

@@ -17,7 +17,7 @@ sharing a whole band become candidates, and each candidate pair is verified exac
 of ``ROWS`` rows a pair of Jaccard index J is missed with probability ``(1 - J**ROWS) ** bands``:
 negligible from Dice 0.8 (J = 2/3) up, while dissimilar pairs rarely share a band.
 
-A corpus too large to group in memory is split by hash (``seq2seq.hashsplit``), which only asks
+A corpus too large to group in memory is split by hash (``seq2seq.data.hashsplit``), which only asks
 whether a training sentence is a near-duplicate of one of a few thousand held-out sentences.
 ``NearDuplicateIndex`` answers that exactly, without signatures, by prefix filtering (Chaudhuri et
 al., 2006; Bayardo et al., 2007): Dice >= t is Jaccard >= j = t / (2 - t), which needs at least
@@ -36,6 +36,10 @@ from collections import Counter
 import torch
 
 _UNIT = re.compile(r"[a-z0-9]+|\S")
+# From this similarity on, two sentences count as near-duplicates: the default of data.split_similarity,
+# the top bucket of evaluate's novelty breakdown, the share the data report gives.
+NEAR_DUPLICATE = 0.8
+NOVEL = 0.6  # below this similarity to every training source, a test source counts as novel
 NUM_PERM = 128  # hash functions per signature
 ROWS = 4  # rows per LSH band (NUM_PERM / ROWS bands)
 _PRIME = 4_294_967_311  # the smallest prime above 2**32: (a * x + b) mod p permutes 32-bit gram ids

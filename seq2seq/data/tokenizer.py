@@ -1,11 +1,7 @@
-"""SentencePiece subwords: training on the training split, loading, special ids.
+"""SentencePiece subwords: training on the training split, loading, encoding.
 
-Special ids are fixed in every model this project trains:
-
-    0 <pad>   1 <unk>   2 <start> (BOS)   3 <end> (EOS)
-
-The source is encoded as ``x… <end>``; the decoder reads ``<start> y…`` and
-predicts ``y… <end>``. The tokenizer files live in the run directory next to the
+SentencePiece is trained to give the special tokens the ids of ``seq2seq.special``
+(<pad> 0, <unk> 1, <start> 2, <end> 3). The tokenizer files live in the run directory next to the
 checkpoints (``spm.model`` for a joint vocabulary, ``spm.src.model`` and
 ``spm.tgt.model`` for separate ones), so a run directory alone can translate.
 """
@@ -18,8 +14,8 @@ from pathlib import Path
 import sentencepiece as spm
 
 from seq2seq.errors import UserError
+from seq2seq.special import BOS, EOS, PAD, UNK
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
 JOINT, SRC, TGT = "spm.model", "spm.src.model", "spm.tgt.model"
 
 
@@ -28,7 +24,7 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
 
     ``character_coverage`` < 1 lets the rarest Chinese characters fall to <unk>
     instead of each taking a vocabulary slot. Normalization is ours (see
-    ``seq2seq.corpus.normalize``), so SentencePiece's own is switched off and
+    ``seq2seq.data.corpus.normalize``), so SentencePiece's own is switched off and
     decode(encode(x)) gives back exactly x.
     """
     model = io.BytesIO()

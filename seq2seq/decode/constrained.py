@@ -1,7 +1,7 @@
 """Lexically constrained beam search with dynamic beam allocation (Post & Vilar, 2018).
 
 Each sentence brings target phrases (id lists) that its output must contain (see
-``seq2seq.glossary``). Hypotheses are grouped into *banks* by how many constraint tokens they
+``seq2seq.decode.glossary``). Hypotheses are grouped into *banks* by how many constraint tokens they
 have met so far; every step the beam's N slots are shared out among the banks, so a hypothesis
 that has met more of the constraints survives next to better-scoring ones that have met fewer.
 The candidates for the next beam are those of plain beam search (the best 2N extensions), the
@@ -10,7 +10,7 @@ best extension of every beam, and every beam extended by each constraint token i
 it half-way throws its progress away.
 
 With no constraints there is one bank holding all N slots and the search is exactly
-``seq2seq.search.beam_search`` (a test checks it), so unconstrained sentences in a batch
+``seq2seq.decode.search.beam_search`` (a test checks it), so unconstrained sentences in a batch
 translate as they would without a glossary.
 """
 
@@ -19,24 +19,24 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from seq2seq.search import (
+from seq2seq.decode.search import (
     Hypothesis,
     LogitsProcessor,
-    _length_penalty,
-    _step_log_probs,
     block_repeats,
     extend_beams,
     length_limits,
+    length_penalty_factor,
     start_beams,
+    step_log_probs,
     trace_step,
 )
-from seq2seq.tokenizer import EOS, PAD
+from seq2seq.special import EOS, PAD
 
 Phrases = Sequence[Sequence[int]]
-Progress = tuple[int, ...]  # tokens matched of each phrase: 0 … len(phrase)
+PhraseProgress = tuple[int, ...]  # tokens matched of each phrase: 0 … len(phrase)
 
 
-def advance(phrases: Phrases, progress: Progress, token: int) -> Progress:
+def advance(phrases: Phrases, progress: PhraseProgress, token: int) -> PhraseProgress:
     """The progress after emitting ``token``: continue the phrase in progress, or start an unmet one."""
     matched = list(progress)
     for j, phrase in enumerate(phrases):
@@ -53,7 +53,7 @@ def advance(phrases: Phrases, progress: Progress, token: int) -> Progress:
     return tuple(matched)
 
 
-def allowed_next(phrases: Phrases, progress: Progress) -> set[int]:
+def allowed_next(phrases: Phrases, progress: PhraseProgress) -> set[int]:
     """Tokens that make progress: the next token of the phrase in progress, else any unmet phrase's first."""
     for j, phrase in enumerate(phrases):
         if 0 < progress[j] < len(phrase):
@@ -61,7 +61,7 @@ def allowed_next(phrases: Phrases, progress: Progress) -> set[int]:
     return {phrase[0] for j, phrase in enumerate(phrases) if progress[j] == 0}
 
 
-def is_complete(phrases: Phrases, progress: Progress) -> bool:
+def is_complete(phrases: Phrases, progress: PhraseProgress) -> bool:
     return all(m == len(p) for m, p in zip(progress, phrases, strict=True))
 
 
@@ -105,7 +105,7 @@ def constrained_beam_search(
     processors = [*processors, block_repeats(no_repeat_ngram)] if no_repeat_ngram > 0 else processors
     sentence_of_row = [r // n for r in range(b * n)]  # rows never move between sentences here
     for step in range(max(limits)):
-        log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)  # (B*N, V)
+        log_probs = step_log_probs(model, tokens, memory, src_mask, cache)  # (B*N, V)
         for process in processors:
             process(step, tokens, log_probs, sentence_of_row)
         for i in range(b):
@@ -121,7 +121,7 @@ def constrained_beam_search(
         rows: list[int] = []
         next_tokens: list[int] = []
         for i in range(b):
-            keep: list[tuple[int, int, float, Progress]] = []
+            keep: list[tuple[int, int, float, PhraseProgress]] = []
             if not done[i]:
                 candidates = _candidates(
                     i,
@@ -139,7 +139,7 @@ def constrained_beam_search(
                     finished[i].extend(
                         (
                             is_complete(constraints[i], p),
-                            Hypothesis(prefixes[r] + [t], s / _length_penalty(step + 1, length_penalty)),
+                            Hypothesis(prefixes[r] + [t], s / length_penalty_factor(step + 1, length_penalty)),
                         )
                         for r, t, s, p in keep
                     )
@@ -171,8 +171,8 @@ def _candidates(
     row_best: list[int],
     totals: Tensor,
     phrases: Phrases,
-    progress: list[list[Progress]],
-) -> list[tuple[int, int, float, Progress]]:
+    progress: list[list[PhraseProgress]],
+) -> list[tuple[int, int, float, PhraseProgress]]:
     """Sentence i's candidates (row, token, score, progress), best first; ties keep plain beam search's order."""
     found: dict[tuple[int, int], float] = {}
     for score, flat in zip(top_scores, top_index, strict=True):
@@ -193,14 +193,14 @@ def _candidates(
 
 
 def _allocate(
-    candidates: list[tuple[int, int, float, Progress]],
+    candidates: list[tuple[int, int, float, PhraseProgress]],
     n: int,
     banks: int,
     prefixes: list[list[int]],
     step: int,
     alpha: float,
     finished: list[tuple[bool, Hypothesis]],
-) -> list[tuple[int, int, float, Progress]]:
+) -> list[tuple[int, int, float, PhraseProgress]]:
     """Choose the next N beams from ranked candidates, bank by bank; an ``<end>`` within its bank's
     share finishes a hypothesis (appended to ``finished``). Slots a bank cannot fill go to the
     unchosen candidates of the fullest banks."""
@@ -214,7 +214,7 @@ def _allocate(
         seen[bank] += 1
         if token == EOS:  # only complete hypotheses may end (see the mask above): bank = banks - 1
             if rank < sizes[bank]:
-                finished.append((True, Hypothesis(prefixes[row], score / _length_penalty(step + 1, alpha))))
+                finished.append((True, Hypothesis(prefixes[row], score / length_penalty_factor(step + 1, alpha))))
         elif kept_in[bank] < sizes[bank]:
             kept_in[bank] += 1
             keep.append(candidate)

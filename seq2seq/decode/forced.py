@@ -13,9 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seq2seq.masks import padding_mask
-from seq2seq.search import _length_penalty, length_sorted_batches, pad_batch
-from seq2seq.tokenizer import BOS, EOS, PAD
+from seq2seq.decode.batched import length_sorted_batches, pad_batch
+from seq2seq.decode.search import length_penalty_factor
+from seq2seq.model.masks import padding_mask
+from seq2seq.special import BOS, EOS, PAD
 
 
 @dataclass
@@ -56,5 +57,5 @@ def score_ids(
         for i, row in zip(chunk, values, strict=True):
             tokens = row[: len(targets[i]) + 1]
             total = sum(tokens)
-            results[i] = ForcedScore(tokens, total, total / _length_penalty(len(tokens), length_penalty))
+            results[i] = ForcedScore(tokens, total, total / length_penalty_factor(len(tokens), length_penalty))
     return results

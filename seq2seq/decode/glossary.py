@@ -1,11 +1,11 @@
 """Glossaries: a UTF-8 TSV of ``source term<TAB>target term`` lines. Every source term found in a
 sentence makes its target term a constraint of that sentence's translation (constrained beam
-search, ``seq2seq.constrained``). Terms are normalized like the text they are matched against."""
+search, ``seq2seq.decode.constrained``). Terms are normalized like the text they are matched against."""
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from seq2seq.corpus import normalize
+from seq2seq.data.corpus import normalize
 from seq2seq.errors import UserError
 
 

@@ -1,58 +1,110 @@
-"""Loading a model for decoding: which engine runs it and in which precision.
+"""Loading trained models for decoding: checkpoints into models, models into a translator of an engine.
 
-``load_translator`` is the one entry point the verbs (translate, evaluate, serve) call:
+``load_translator`` is the one entry point the verbs (translate, evaluate, score, serve) call:
 
-* engine ``torch``: our own decoder (``seq2seq.search``) on a run directory or checkpoint;
-  precision ``float32`` or ``bf16`` (a bf16 copy of the weights; the search's softmax and
-  scores stay float32). ``auto`` is bf16 where the hardware computes it natively (a CUDA GPU
-  with bf16, a CPU with AVX-512 BF16 or AMX: ``seq2seq.precision``), float32 elsewhere.
+* engine ``torch``: our own decoder (``seq2seq.decode.torch_engine``) on run directories or
+  checkpoints, one model or an ensemble of several, each loaded once; precision ``float32`` or
+  ``bf16`` (a bf16 copy of the weights; the search's softmax and scores stay float32), ``auto``
+  as ``seq2seq.device.decode_precision`` decides.
 * engine ``ctranslate2``: a directory written by ``seq2seq export --to ctranslate2``
-  (``seq2seq.ct2``); precision ``auto`` runs the exported quantization, ``float32``/``bf16``
-  ask CTranslate2 to compute in that type.
+  (``seq2seq.decode.ctranslate2``); precision ``auto`` runs the exported quantization,
+  ``float32``/``bf16`` ask CTranslate2 to compute in that type.
 """
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
+from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
+from seq2seq.config import Config, config_from_dict, parse_override
+from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decode.ctranslate2 import CTranslate2Translator
+from seq2seq.decode.torch_engine import TorchTranslator
+from seq2seq.decode.translator import Translator, source_normalizer, target_normalizer
+from seq2seq.device import DECODE_PRECISIONS, decode_precision
 from seq2seq.errors import UserError
-from seq2seq.precision import use_bf16
-from seq2seq.translate import Translator, load_model, source_normalizer, target_normalizer
+from seq2seq.model.ensemble import Ensemble
+from seq2seq.model.transformer import Transformer
+from seq2seq.special import PAD
 
-ENGINES = ("torch", "ctranslate2")
-PRECISIONS = ("auto", "float32", "bf16")
+ENGINES: dict[str, type[Translator]] = {"torch": TorchTranslator, "ctranslate2": CTranslate2Translator}
 _CT2_COMPUTE = {"auto": "default", "float32": "float32", "bf16": "bfloat16"}
 
 
-def decode_precision(precision: str, device: torch.device) -> str:
-    """``auto`` -> ``bf16`` where ``device`` computes bf16 natively, else ``float32``; others unchanged."""
-    if precision not in PRECISIONS:
-        raise UserError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
-    if precision == "auto":
-        return "bf16" if use_bf16("auto", device) else "float32"
-    return precision
+def load_model(
+    model_path: str | Path, device: torch.device, overrides: list[str] = ()
+) -> tuple[Transformer, Tokenizer, Config]:
+    """Rebuild model, tokenizer and config from a checkpoint (its run directory holds the tokenizer).
+
+    ``overrides`` (``decode.key=value``) change the stored decoding settings for this use only.
+    """
+    path = resolve_checkpoint(model_path)
+    state = load_checkpoint(path)
+    for text in overrides:
+        if parse_override(text)[0][0] != "decode":
+            raise UserError(
+                f"--set {text!r}: a trained model takes only decode.* settings, e.g. decode.length_penalty=0.6"
+            )
+    cfg = config_from_dict(state["config"], f"{path} (stored config{' with --set' if overrides else ''})", overrides)
+    tokenizer = Tokenizer.load(path.parent)
+    model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError:
+        raise UserError(
+            f"{path} does not match the tokenizer in {path.parent}; "
+            "the checkpoint and its run directory must come from the same training run"
+        ) from None
+    return model.to(device).eval(), tokenizer, cfg
+
+
+def load_models(
+    model_paths: list[str | Path], device: torch.device, overrides: list[str] = ()
+) -> tuple[Transformer | Ensemble, Tokenizer, Config]:
+    """One model, or an ``Ensemble`` of several that share one tokenizer; the first model's config
+    (its decoding settings) applies."""
+    loaded = [load_model(path, device, overrides) for path in model_paths]
+    model, tokenizer, cfg = loaded[0]
+    if len(loaded) == 1:
+        return model, tokenizer, cfg
+    for path, (_, other, _) in zip(model_paths[1:], loaded[1:], strict=True):
+        if _tokenizer_bytes(other) != _tokenizer_bytes(tokenizer):
+            raise UserError(
+                f"--model {path}: its tokenizer differs from that of --model {model_paths[0]}; "
+                "an ensemble needs models trained with the same SentencePiece model"
+            )
+    return Ensemble([m for m, _, _ in loaded]).eval(), tokenizer, cfg
+
+
+def _tokenizer_bytes(tokenizer: Tokenizer) -> tuple[bytes, bytes]:
+    return tokenizer.src.serialized_model_proto(), tokenizer.tgt.serialized_model_proto()
+
+
+def engine_class(engine: str) -> type[Translator]:
+    """The translator class of an engine's name (its ``capabilities`` say what it can do before loading)."""
+    if engine not in ENGINES:
+        raise UserError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    return ENGINES[engine]
 
 
 def load_translator(
-    model_path: str | Path,
+    model_paths: Sequence[str | Path],
     device: torch.device,
-    overrides: list[str] = (),
+    overrides: Sequence[str] = (),
     precision: str = "auto",
     engine: str = "torch",
 ) -> Translator:
-    """A ready ``Translator`` for ``model_path`` (``overrides``: ``decode.key=value`` settings)."""
-    if precision not in PRECISIONS:
-        raise UserError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    """A ready ``Translator`` for ``model_paths`` (several: an ensemble; ``overrides``: ``decode.key=value``)."""
+    if precision not in DECODE_PRECISIONS:
+        raise UserError(f"--precision {precision!r}: choose one of {', '.join(DECODE_PRECISIONS)}")
+    engine_class(engine).require(ensembles=len(model_paths) > 1)
     if engine == "ctranslate2":
-        from seq2seq.ct2 import CTranslate2Translator
-
         if device.type != "cpu":
             raise UserError("--engine ctranslate2 runs on the CPU here; use --device cpu")
-        return CTranslate2Translator(model_path, overrides, _CT2_COMPUTE[precision])
-    if engine != "torch":
-        raise UserError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
-    model, tokenizer, cfg = load_model(model_path, device, overrides)
-    return Translator(
+        return CTranslate2Translator(model_paths[0], list(overrides), _CT2_COMPUTE[precision])
+    model, tokenizer, cfg = load_models(list(model_paths), device, list(overrides))
+    return TorchTranslator(
         model,
         tokenizer,
         cfg.decode,

@@ -1,10 +1,12 @@
 """Greedy and beam search: plain, batched functions over any encoder-decoder
-with ``encode``, ``decode`` and ``logits`` (see ``seq2seq.model.Transformer``),
-and ``search_ids``, the batched entry point that training and translation call.
+with ``encode``, ``decode`` and ``logits`` (see ``seq2seq.model.transformer.Transformer``).
+``seq2seq.decode.batched.search_ids`` is the entry point that training and translation call;
+the building blocks public here (``step_log_probs``, ``length_penalty_factor``, ``start_beams``,
+``extend_beams``, ``trace_step``) are shared with constrained search and forced scoring.
 
 Both take per-step *logits processors* (``LogitsProcessor``): functions that
 mask the next-token log-probabilities (forced prefixes, n-gram blocking) so one
-loop serves every variant. Greedy search also takes a ``Sampler``, which draws
+loop serves every variant. Greedy search also takes a ``TokenSampler``, which draws
 the next token (temperature, top-k, top-p) instead of taking the most probable.
 
 Both start every hypothesis from ``<start>``, feed one new position per step
@@ -14,17 +16,16 @@ sentence at ``<end>`` or at ``max_len_a · len(src) + max_len_b`` tokens, and st
 the batch when every sentence is done.
 """
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seq2seq.config import DecodeConfig
-from seq2seq.layers import DecoderCache
-from seq2seq.masks import padding_mask
-from seq2seq.tokenizer import BOS, EOS, PAD
+from seq2seq.model.layers import DecoderCache
+from seq2seq.model.masks import padding_mask
+from seq2seq.special import BOS, EOS, PAD
 
 
 @dataclass
@@ -77,7 +78,7 @@ def force_prefixes(prefixes: Sequence[Sequence[int]]) -> LogitsProcessor:
     return process
 
 
-class Sampler:
+class TokenSampler:
     """Draws next tokens from the model's distribution, reshaped by temperature, top-k and top-p.
 
     Temperature divides the log-probabilities (0 takes the most probable token: greedy); top-k keeps
@@ -129,7 +130,7 @@ def length_limits(src: Tensor, max_len_a: float, max_len_b: int, max_positions: 
     return (max_len_a * src_len + max_len_b).long().clamp(1, max_positions - 1)
 
 
-def _step_log_probs(
+def step_log_probs(
     model: nn.Module, tokens: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None
 ) -> Tensor:
     """Log-probabilities (B, V) of the next token after the prefixes ``tokens`` (B, t)."""
@@ -146,7 +147,7 @@ def greedy_search(
     max_len_b: int = 10,
     use_cache: bool = True,
     processors: Sequence[LogitsProcessor] = (),
-    sampler: Sampler | None = None,
+    sampler: TokenSampler | None = None,
 ) -> list[Hypothesis]:
     """Most probable token at every step (or one drawn by ``sampler``), for a batch of sources (B, S).
 
@@ -166,7 +167,7 @@ def greedy_search(
     scores = [0.0] * b
     live = list(range(b))  # the sentence of each batch row
     for step in range(max(limits)):
-        log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)  # (L, V)
+        log_probs = step_log_probs(model, tokens, memory, src_mask, cache)  # (L, V)
         for process in processors:
             process(step, tokens, log_probs, live)
         if sampler is None:
@@ -202,7 +203,7 @@ def _banned_tokens(prefix: list[int], n: int) -> set[int]:
     return {prefix[i + n - 1] for i in range(len(prefix) - n + 1) if tuple(prefix[i : i + n - 1]) == tail}
 
 
-def _length_penalty(length: int, alpha: float) -> float:
+def length_penalty_factor(length: int, alpha: float) -> float:
     """GNMT length penalty ((5 + L) / 6)^α: α = 0 ranks by raw log-probability."""
     return ((5.0 + length) / 6.0) ** alpha
 
@@ -226,19 +227,6 @@ def extend_beams(tokens: Tensor, rows: list[int], next_tokens: list[int], cache:
     if cache is not None:
         cache.reorder(order)
     return torch.cat([tokens.index_select(0, order), torch.tensor(next_tokens, device=tokens.device)[:, None]], dim=1)
-
-
-def beam_options(decode: DecodeConfig, beam: int, nbest: int, processors: Sequence[LogitsProcessor]) -> dict:
-    """Keyword arguments of ``beam_search`` (and ``constrained_beam_search``) from decoding settings."""
-    return dict(
-        beam=beam,
-        length_penalty=decode.length_penalty,
-        nbest=nbest,
-        max_len_a=decode.max_len_a,
-        max_len_b=decode.max_len_b,
-        no_repeat_ngram=decode.no_repeat_ngram,
-        processors=processors,
-    )
 
 
 @torch.no_grad()
@@ -279,7 +267,7 @@ def beam_search(
     live = list(range(b))  # the sentence of each group of N batch rows
     rank = torch.arange(2 * n, device=device)  # (2N,)
     for step in range(max(limit_of)):
-        log_probs = _step_log_probs(model, tokens, memory, src_mask, cache)  # (L*N, V)
+        log_probs = step_log_probs(model, tokens, memory, src_mask, cache)  # (L*N, V)
         vocab = log_probs.size(-1)
         for process in processors:
             process(step, tokens, log_probs, [i for i in live for _ in range(n)])
@@ -293,7 +281,7 @@ def beam_search(
         ends = is_end & real & (rank < n)  # (L, 2N): hypotheses finishing at this step
         extend = ~is_end & real
         keep = extend & (extend.cumsum(dim=1) <= n)  # (L, 2N): the best N others live on
-        penalty = _length_penalty(step + 1, length_penalty)
+        penalty = length_penalty_factor(step + 1, length_penalty)
         if ends.any():
             where = ends.nonzero().tolist()  # (sentence, rank) pairs in rank order
             prefixes = tokens[top_rows[ends], 1:].tolist()
@@ -342,7 +330,7 @@ def beam_search(
 def trace_step(step: int, live: list[tuple[list[int], float]], ended: list[Hypothesis], alpha: float) -> dict:
     """One step of a beam trace as plain data (ids, not text): the live beams (prefix, summed
     log-probability, length-penalised score) and the hypotheses that ended at this step."""
-    penalty = _length_penalty(step + 1, alpha)
+    penalty = length_penalty_factor(step + 1, alpha)
     return {
         "step": step + 1,
         "live": [
@@ -352,68 +340,3 @@ def trace_step(step: int, live: list[tuple[list[int], float]], ended: list[Hypot
         ],
         "ended": [{"tokens": h.tokens, "score": h.score * penalty, "normalized": h.score} for h in ended],
     }
-
-
-def length_sorted_batches(lengths: Sequence[int], size: int) -> Iterator[list[int]]:
-    """Indices in batches of ``size``, shortest items first (less padding per batch)."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    for start in range(0, len(order), size):
-        yield order[start : start + size]
-
-
-def pad_batch(sources: list[list[int]], device: torch.device) -> Tensor:
-    """Id lists -> (B, S) right-padded with PAD, on ``device``."""
-    width = max(len(s) for s in sources)
-    src = torch.full((len(sources), width), PAD, dtype=torch.long)
-    for row, ids in enumerate(sources):
-        src[row, : len(ids)] = torch.tensor(ids)
-    return src.to(device)
-
-
-def search_ids(
-    model: nn.Module,
-    sources: list[list[int]],
-    decode: DecodeConfig,
-    device: torch.device,
-    beam: int,
-    nbest: int = 1,
-    *,
-    sampler: Sampler | None = None,
-    prefixes: Sequence[Sequence[int]] | None = None,
-    constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-) -> list[list[Hypothesis]]:
-    """Translate id sequences in length-sorted batches of ``decode.batch_sentences``; results in input order.
-
-    ``beam == 1`` runs greedy search (one hypothesis per sentence whatever ``nbest`` says). With
-    ``sampler``, each sentence gets ``nbest`` draws (best-scoring first) instead. ``prefixes`` (one
-    id list per source) force the start of each output; ``constraints`` (per source, a list of
-    target phrases as id lists) run lexically constrained beam search (``seq2seq.constrained``).
-    """
-    results: list[list[Hypothesis]] = [[] for _ in sources]
-    for chunk in length_sorted_batches([len(s) for s in sources], decode.batch_sentences):
-        src = pad_batch([sources[i] for i in chunk], device)
-        copies = nbest if sampler is not None else 1  # sampling decodes each sentence nbest times
-        processors = [force_prefixes([prefixes[i] for i in chunk for _ in range(copies)])] if prefixes else []
-        if sampler is not None:
-            drawn = greedy_search(
-                model,
-                src.repeat_interleave(nbest, dim=0),  # (B*nbest, S): nbest rows per sentence
-                decode.max_len_a,
-                decode.max_len_b,
-                processors=processors,
-                sampler=sampler,
-            )
-            found = [sorted(drawn[j : j + nbest], key=lambda h: -h.score) for j in range(0, len(drawn), nbest)]
-        elif constraints is not None and any(constraints[i] for i in chunk):
-            from seq2seq.constrained import constrained_beam_search  # it builds on this module
-
-            found = constrained_beam_search(
-                model, src, [constraints[i] for i in chunk], **beam_options(decode, beam, nbest, processors)
-            )
-        elif beam == 1:
-            found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b, processors=processors)]
-        else:
-            found = beam_search(model, src, **beam_options(decode, beam, nbest, processors))
-        for i, hyps in zip(chunk, found, strict=True):
-            results[i] = hyps
-    return results

@@ -1,23 +1,27 @@
 """Beam traces for one sentence: what beam search kept and what ended at every step, with raw and
 length-penalised scores, as plain data (JSON-ready, for a web page) and as a readable table."""
 
-from seq2seq.constrained import constrained_beam_search
-from seq2seq.glossary import Glossary
-from seq2seq.search import beam_options, beam_search, force_prefixes, pad_batch
-from seq2seq.translate import Translator
+from seq2seq.decode.batched import beam_options, pad_batch
+from seq2seq.decode.constrained import constrained_beam_search
+from seq2seq.decode.glossary import Glossary
+from seq2seq.decode.search import beam_search, force_prefixes
+from seq2seq.decode.torch_engine import TorchTranslator
 
 
 def trace_sentence(
-    translator: Translator, sentence: str, beam: int, prefix: str = "", glossary: Glossary | None = None
+    translator: TorchTranslator, sentence: str, beam: int, prefix: str = "", glossary: Glossary | None = None
 ) -> dict:
     """Beam-search ``sentence`` and return its trace: ``steps`` (one per decoding step, each with
-    ``live`` beams and ``ended`` hypotheses: text, pieces, score, normalized) and the ``best`` output."""
+    ``live`` beams and ``ended`` hypotheses: text, pieces, score, normalized) and the ``best`` output.
+
+    The translator's engine must have the ``trace`` capability (our own decoder)."""
+    translator.require(trace=True)
     decode, tok = translator.decode, translator.tokenizer
     src = pad_batch([translator.encode(sentence)], translator.device)
     terms = glossary.targets_for(sentence) if glossary else []
     processors = [force_prefixes([translator.target_ids(prefix)])] if prefix else []
     settings = beam_options(decode, beam, beam, processors)
-    model = translator._search_model  # the weights translate decodes with (a bf16 copy in bf16)
+    model = translator.search_model  # the weights translate decodes with (a bf16 copy in bf16)
     steps: list[dict] = []
     if terms:
         constraints = [[translator.target_ids(t) for t in terms]]

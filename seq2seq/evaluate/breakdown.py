@@ -1,7 +1,7 @@
 """BLEU by kind of sentence: by novelty (how alike the closest training source is) and by length.
 
 A corpus-level score hides where a model fails. Tatoeba repeats itself, so a test sentence
-may have a near-twin in training; the novelty buckets (``seq2seq.neardup`` similarity of a
+may have a near-twin in training; the novelty buckets (``seq2seq.data.neardup`` similarity of a
 test source to its closest training source, written at prepare time as ``test.novelty``)
 separate recall of the corpus from translation of new sentences, and the length buckets show
 how a model copes with longer input.
@@ -10,12 +10,13 @@ how a model copes with longer input.
 import math
 from dataclasses import dataclass
 
-from seq2seq.evaluate import score
+from seq2seq.data.neardup import NEAR_DUPLICATE, NOVEL
+from seq2seq.evaluate.metrics import corpus_scores
 
 NOVELTY_BUCKETS = (
-    ("novel (< 0.6)", 0.0, 0.6),
-    ("similar (0.6-0.8)", 0.6, 0.8),
-    ("near-duplicate (>= 0.8)", 0.8, math.inf),
+    (f"novel (< {NOVEL})", 0.0, NOVEL),
+    (f"similar ({NOVEL}-{NEAR_DUPLICATE})", NOVEL, NEAR_DUPLICATE),
+    (f"near-duplicate (>= {NEAR_DUPLICATE})", NEAR_DUPLICATE, math.inf),
 )
 LENGTH_BUCKETS = (("1-6 chars", 0, 7), ("7-12 chars", 7, 13), ("13+ chars", 13, math.inf))
 
@@ -38,6 +39,6 @@ def bucket_scores(
     for label, low, high in buckets:
         chosen = [i for i, v in enumerate(values) if low <= v < high]
         if chosen:
-            s = score([hypotheses[i] for i in chosen], [references[i] for i in chosen])
+            s = corpus_scores([hypotheses[i] for i in chosen], [references[i] for i in chosen])
             results.append(BucketScore(label, len(chosen), s.bleu, s.chrf))
     return results

@@ -17,7 +17,7 @@ class Scores:
     chrf_signature: str
 
 
-def score(hypotheses: list[str], references: list[str]) -> Scores:
+def corpus_scores(hypotheses: list[str], references: list[str]) -> Scores:
     """Corpus BLEU (13a tokenization, cased) and chrF of hypotheses against one reference each."""
     if len(hypotheses) != len(references):
         raise UserError(f"{len(hypotheses)} translations but {len(references)} references; they must be line-aligned")

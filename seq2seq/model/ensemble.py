@@ -1,5 +1,5 @@
 """An ensemble of models that decodes as one model: the same ``encode``/``decode``/``logits``
-interface as ``seq2seq.model.Transformer``, so greedy search, beam search, sampling and forced
+interface as ``seq2seq.model.transformer.Transformer``, so greedy search, beam search, sampling and forced
 scoring run on it unchanged.
 
 Every step the members' log-probabilities are averaged (a product of experts: tokens every
@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seq2seq.layers import DecoderCache
+from seq2seq.model.layers import DecoderCache
 
 
 class Ensemble(nn.Module):

@@ -1,7 +1,7 @@
 """Building blocks of the Transformer, in the order the paper introduces them.
 
 dropout -> attention -> multi-head attention -> feed-forward -> positional
-encoding -> embeddings -> encoder layer -> decoder layer. Masks follow ``seq2seq.masks``
+encoding -> embeddings -> encoder layer -> decoder layer. Masks follow ``seq2seq.model.masks``
 (boolean, True = may attend).
 """
 

@@ -1,7 +1,7 @@
 """The encoder-decoder Transformer: ``encode`` reads the source once, ``decode``
 runs the decoder (whole target in training, one new position per step with a
 ``DecoderCache`` at inference), ``logits`` projects to the vocabulary. Training
-takes ``states`` (teacher forcing) and lets ``seq2seq.loss`` project them fused
+takes ``states`` (teacher forcing) and lets ``seq2seq.train.loss`` project them fused
 with the loss.
 
 The model does no I/O: tensors in, tensors out.
@@ -11,8 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.config import ModelConfig
-from seq2seq.layers import DecoderCache, DecoderLayer, Embedding, EncoderLayer
-from seq2seq.masks import decoder_self_mask, padding_mask
+from seq2seq.model.layers import DecoderCache, DecoderLayer, Embedding, EncoderLayer
+from seq2seq.model.masks import decoder_self_mask, padding_mask
 
 
 class Transformer(nn.Module):

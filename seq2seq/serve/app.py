@@ -1,7 +1,7 @@
 """``seq2seq serve``: a trained model behind an HTTP API (FastAPI on uvicorn) and a web page.
 
 ``POST /translate`` translates one sentence or a list, ``GET /health`` describes the model and
-``GET /`` serves the attention explorer (``seq2seq/static/index.html``). Requests are decoded by
+``GET /`` serves the attention explorer (``seq2seq/serve/static/index.html``). Requests are decoded by
 a ``Batcher``: its worker thread owns the model, so the event loop only waits on futures. Every
 error is a JSON body ``{"error": "…"}`` (plus ``limit`` when a configurable cap was exceeded);
 no endpoint reads or writes a file named by a request.
@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from seq2seq.batcher import Batcher, BatchLimits, Result
-from seq2seq.translate import Translator
+from seq2seq.decode.translator import Translator
+from seq2seq.serve.batcher import Batcher, BatchLimits, Result
 
 MAX_BEAM = 32  # the search keeps 2·beam candidates per sentence and step: beyond this it is a mistake
 
@@ -46,7 +46,7 @@ class TranslateRequest(BaseModel):
     attention: bool = Field(False, description="include every layer's and head's attention weights")
 
 
-class Hypothesis(BaseModel):
+class NBestEntry(BaseModel):
     translation: str
     score: float = Field(description="log-probability, divided by the length penalty under beam search")
     tokens: list[str] = Field(description="target pieces, without <start>/<end>")
@@ -68,7 +68,7 @@ class SentenceResult(BaseModel):
     translation: str
     score: float = Field(description="log-probability, divided by the length penalty under beam search")
     tokens: list[str] = Field(description="target pieces, without <start>/<end>")
-    nbest: list[Hypothesis] | None = Field(None, description="the n best, best first (when nbest > 1)")
+    nbest: list[NBestEntry] | None = Field(None, description="the n best, best first (when nbest > 1)")
     attention: Attention | None = Field(None, description="when the request asked for it")
 
 
@@ -154,7 +154,7 @@ def _sentence_result(result: Result, nbest: int) -> SentenceResult:
     )
     if nbest > 1:
         record.nbest = [
-            Hypothesis(translation=o.text, score=round(o.score, 4), tokens=o.pieces) for o in result.translation.outputs
+            NBestEntry(translation=o.text, score=round(o.score, 4), tokens=o.pieces) for o in result.translation.outputs
         ]
     if result.attention is not None:
         att = result.attention
@@ -177,7 +177,7 @@ def create_app(
     batch_limits: BatchLimits | None = None,
 ) -> FastAPI:
     """The application; its batcher starts with the app's lifespan and drains when it ends."""
-    page = resources.files("seq2seq").joinpath("static/index.html").read_text(encoding="utf-8")
+    page = resources.files("seq2seq.serve.app").joinpath("static/index.html").read_text(encoding="utf-8")
     state: dict[str, Batcher] = {}
 
     @asynccontextmanager
@@ -229,8 +229,10 @@ def create_app(
                 return _error(
                     413, f"sentence {index}: {len(sentence)} characters; at most {limits.max_chars}", "max-chars"
                 )
-        if request.attention and translator.model is None:
-            return _error(422, "attention: the weights need our own decoder (serve --engine torch)")
+        if request.attention and not translator.capabilities.attention:
+            return _error(
+                422, f"attention: the {translator.engine} engine has no attention weights (serve --engine torch)"
+            )
         beam = translator.decode.beam if request.beam is None else request.beam
         if request.nbest > beam:
             return _error(422, f"nbest {request.nbest} is more than beam {beam}")

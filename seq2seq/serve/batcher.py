@@ -14,7 +14,7 @@ from collections import defaultdict
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from seq2seq.translate import SentenceAttention, Translation, Translator
+from seq2seq.decode.translator import SentenceAttention, Translation, Translator
 
 
 @dataclass(frozen=True)

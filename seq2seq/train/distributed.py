@@ -9,7 +9,7 @@ How the work is shared, and why:
 
 * **Batches.** Every rank builds the same ``BucketSampler`` order (same seed) and walks it in
   step; of the ``world × accum_steps`` batches of one optimizer step, rank r takes the r-th,
-  (r + world)-th, … (``Shard.mine``). Each batch is cut to ``data.batch_tokens`` padded
+  (r + world)-th, … (``World.mine``). Each batch is cut to ``data.batch_tokens`` padded
   positions, so the shares are token-balanced, and N ranks with ``accum_steps`` a see exactly
   the batches one process sees with ``accum_steps`` N·a. ``data.batch_tokens`` is therefore
   per rank and per accumulation step; the global batch is ``world × accum_steps ×

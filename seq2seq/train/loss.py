@@ -15,14 +15,14 @@ largest tensor is the (N, V) logits in the matmul's dtype (bf16 under autocast: 
 float32 log-softmax), and the two gradient products are each one large matmul, computed here
 and stored for the backward pass. Same value
 and gradients as ``F.cross_entropy(..., ignore_index=PAD, label_smoothing=ε, reduction="sum")``
-(tests/test_loss.py); under autocast the matmuls run in its dtype and the softmax in float32.
+(tests/unit/train/test_loss.py); under autocast the matmuls run in its dtype and the softmax in float32.
 """
 
 import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from seq2seq.tokenizer import PAD
+from seq2seq.special import PAD
 
 CHUNK_ROWS = 256  # rows per float32 softmax chunk: small enough to stay in cache, large enough to amortise the loop
 

@@ -1,9 +1,12 @@
 """Training precision: float32, bf16 autocast, or bf16 weights with float32 master weights.
 
+Which one ``auto`` means on a device is decided in ``seq2seq.device``; this module holds what
+training does with the choice.
+
 * ``float32``: everything in float32.
 * ``bf16-autocast``: float32 weights; autocast runs each matmul in bf16, casting the weights on
   the way in and their gradients on the way out. The activations are bf16 from the embeddings on
-  (``seq2seq.layers.Embedding``); on CUDA, autocast runs LayerNorm in float32, so there the
+  (``seq2seq.model.layers.Embedding``); on CUDA, autocast runs LayerNorm in float32, so there the
   stream is float32 again after each LayerNorm and the matmuls cast it.
 * ``bf16``: the forward and backward passes run on a bf16 copy of the model, so activations
   and gradients stay bf16 and nothing is cast per matmul; the optimizer updates the float32
@@ -18,9 +21,6 @@
 """
 
 import copy
-from contextlib import nullcontext
-from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -30,33 +30,6 @@ DESCRIPTIONS = {
     "bf16-autocast": "bf16 autocast",
     "bf16": "bf16 weights (float32 master weights)",
 }
-
-
-def cpu_has_fast_bf16() -> bool:
-    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """'auto' -> ``bf16-autocast`` where ``device`` does bf16 natively, else ``float32``; other values unchanged."""
-    if precision != "auto":
-        return precision
-    fast = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_fast_bf16()
-    return "bf16-autocast" if fast else "float32"
-
-
-def use_bf16(precision: str, device: torch.device) -> bool:
-    """Whether ``precision`` computes in bf16 on ``device`` (either way of doing it)."""
-    return resolve_precision(precision, device) != "float32"
-
-
-def autocast(device: torch.device, bf16: bool) -> Any:
-    """bf16 autocast context (or a no-op)."""
-    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
 
 
 class MasterWeights:

@@ -1,6 +1,6 @@
 """Stop signals during training: Ctrl-C and SIGTERM both end a run cleanly, never mid-update.
 
-``seq2seq.train`` turns SIGTERM (``kill``, a job scheduler's stop) into the KeyboardInterrupt
+``seq2seq.train.trainer`` turns SIGTERM (``kill``, a job scheduler's stop) into the KeyboardInterrupt
 that Ctrl-C raises, so one handler saves ``last.pt`` for both, and holds both back while an
 optimizer update runs, so a checkpoint never holds half of one. A signal the process was
 started ignoring (``nohup cmd &`` ignores Ctrl-C) stays ignored.
@@ -72,7 +72,7 @@ def stop_requests() -> Iterator[StopRequest]:
 
     For data-parallel training: an exception in the middle of a step could leave the other
     ranks waiting in a collective, so the ranks read their flags at the step boundary and stop
-    together (``seq2seq.distributed``).
+    together (``seq2seq.train.distributed``).
     """
     request = StopRequest()
     previous = {stop: signal.getsignal(stop) for stop in heeded_stops()}

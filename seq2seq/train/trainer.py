@@ -3,10 +3,10 @@ schedule, clipping, accumulation, periodic validation (loss, BLEU, chrF),
 atomic checkpoints and exact resume.
 
 The trainer knows the model only through ``states(src, tgt_in)`` and its output
-projection ``out_proj`` (the loss fuses the two, ``seq2seq.loss``), and the data
+projection ``out_proj`` (the loss fuses the two, ``seq2seq.train.loss``), and the data
 only through ``PreparedData``. What the user sees of a run (bar, log lines,
-metrics.jsonl) is ``seq2seq.runlog``; how Ctrl-C and SIGTERM stop it, ``seq2seq.signals``;
-how several processes share one run (``torchrun``), ``seq2seq.distributed``.
+metrics.jsonl) is ``seq2seq.train.runlog``; how Ctrl-C and SIGTERM stop it, ``seq2seq.train.signals``;
+how several processes share one run (``torchrun``), ``seq2seq.train.distributed``.
 """
 
 import dataclasses
@@ -23,31 +23,24 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seq2seq.batching import Batch, BucketSampler
 from seq2seq.checkpoint import average_models, load_checkpoint, save_checkpoint
 from seq2seq.config import Config, TrainConfig, save_config
-from seq2seq.dataset import EncodedSplit, PreparedData, Resegmented, prepare_data
-from seq2seq.distributed import SINGLE, World
+from seq2seq.data.batching import Batch, BucketSampler
+from seq2seq.data.encoded import EncodedSplit, Resegmented
+from seq2seq.data.mixing import CorpusMix
+from seq2seq.data.pipeline import PreparedData, prepare_data
+from seq2seq.decode.batched import search_ids
+from seq2seq.device import autocast, resolve_device, resolve_precision
 from seq2seq.errors import UserError
-from seq2seq.evaluate import score
-from seq2seq.loss import projected_cross_entropy
-from seq2seq.mixing import CorpusMix
-from seq2seq.model import Transformer
-from seq2seq.precision import DESCRIPTIONS, MasterWeights, autocast, resolve_precision
-from seq2seq.runlog import RunLog, describe
-from seq2seq.search import search_ids
-from seq2seq.signals import StopRequest, sigterm_interrupts, stop_deferred, stop_requests
-from seq2seq.tokenizer import PAD
-from seq2seq.warmstart import load_warm_start
-
-
-def resolve_device(name: str) -> torch.device:
-    """'auto' -> CUDA when present, else CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"device {name!r} asked for, but no CUDA GPU is available; use --device cpu")
-    return torch.device(name)
+from seq2seq.evaluate.metrics import corpus_scores
+from seq2seq.model.transformer import Transformer
+from seq2seq.special import PAD
+from seq2seq.train.distributed import SINGLE, World
+from seq2seq.train.loss import projected_cross_entropy
+from seq2seq.train.precision import DESCRIPTIONS, MasterWeights
+from seq2seq.train.runlog import RunLog, describe
+from seq2seq.train.signals import StopRequest, sigterm_interrupts, stop_deferred, stop_requests
+from seq2seq.train.warmstart import load_warm_start
 
 
 def even_sample(total: int, n: int) -> list[int]:
@@ -158,7 +151,7 @@ INTERRUPTED = "interrupted"  # the stop reason of Ctrl-C or SIGTERM in a data-pa
 class Trainer:
     """Owns model, optimizer, schedule, sampler and run directory for one run.
 
-    ``world``: this process's rank when ``torchrun`` started several (``seq2seq.distributed``).
+    ``world``: this process's rank when ``torchrun`` started several (``seq2seq.train.distributed``).
     """
 
     def __init__(self, cfg: Config, device: torch.device | None = None, world: World = SINGLE) -> None:
@@ -290,7 +283,7 @@ class Trainer:
             self.model.train()
             shares = world.gather([self.data.tokenizer.decode_tgt(h[0].tokens) for h in found])
             hyps = [shares[i % world.size][i // world.size] for i in range(len(chosen))]  # back in chosen's order
-            scores = score(hyps, [self.data.dev_text.tgt[i] for i in chosen])
+            scores = corpus_scores(hyps, [self.data.dev_text.tgt[i] for i in chosen])
             result.update(dev_bleu=scores.bleu, dev_chrf=scores.chrf)
         return result
 
@@ -370,7 +363,7 @@ class Trainer:
         """One optimizer step over ``accum_steps`` batches per rank -> (mean loss per token, target tokens).
 
         Of the ``accum_steps × world.size`` batches drawn, this rank trains on every world.size-th;
-        losses are divided by the target tokens of all of them (``seq2seq.distributed``).
+        losses are divided by the target tokens of all of them (``seq2seq.train.distributed``).
         """
         sampler_before, rng_before = self.sampler.state_dict(), torch.get_rng_state()
         world = self.world

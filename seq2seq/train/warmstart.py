@@ -11,11 +11,10 @@ from pathlib import Path
 
 from torch import Tensor
 
-from seq2seq.checkpoint import load_checkpoint
+from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
 from seq2seq.config import Config
+from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
-from seq2seq.tokenizer import Tokenizer
-from seq2seq.translate import resolve_checkpoint
 
 # The data settings that decide the tokenizer; the corpus and everything else may change.
 TOKENIZER_SETTINGS = ("vocab_size", "joint_vocab", "spm_model_type", "character_coverage")

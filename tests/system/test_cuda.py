@@ -3,7 +3,7 @@ dropout are right on the GPU, training and resuming work on CUDA, checkpoints lo
 and decoding on the GPU gives the CPU's output.
 
 CI has no GPU, so there this module is reported as skipped; on a GPU machine
-``python -m pytest tests/test_cuda.py`` runs it (docs/benchmarks.md records its last run).
+``python -m pytest tests/system/test_cuda.py`` runs it (docs/benchmarks.md records its last run).
 """
 
 from pathlib import Path
@@ -14,19 +14,19 @@ import torch.nn.functional as F
 from conftest import END, PAD, VOCAB, build_tiny_model, random_batch, run_torchrun, toy_train_args
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from seq2seq.batching import Batch
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import DecodeConfig, load_config
-from seq2seq.layers import Dropout
-from seq2seq.loss import projected_cross_entropy
-from seq2seq.search import search_ids
-from seq2seq.train import Trainer, batch_loss, dev_loss
-from seq2seq.translate import load_model
+from seq2seq.data.batching import Batch
+from seq2seq.decode.batched import search_ids
+from seq2seq.decode.loader import load_model
+from seq2seq.model.layers import Dropout
+from seq2seq.train.loss import projected_cross_entropy
+from seq2seq.train.trainer import Trainer, batch_loss, dev_loss
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 CUDA, CPU = torch.device("cuda"), torch.device("cpu")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # SDPA's fused kernels; the unfused "math" fallback is left out, so SDPA raises if none applies.
 FUSED = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
 

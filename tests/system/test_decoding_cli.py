@@ -10,7 +10,7 @@ import pytest
 from conftest import one_line_error, run_cli, write_lines
 
 from seq2seq.cli import main
-from seq2seq.tokenizer import Tokenizer
+from seq2seq.data.tokenizer import Tokenizer
 
 SENTENCES = ["他昨天去了北京。", "我很好。", "你好。"]
 

@@ -8,28 +8,21 @@ Each rank runs one thread: on a shared 2-core machine more would only contend.
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import torch
-from conftest import CLI_ENV, REPO, TOY, metrics_records, run_cli, run_torchrun, torchrun, toy_train_args
+from conftest import CLI_ENV, REPO, TOY, free_port, metrics_records, run_cli, run_torchrun, torchrun, toy_train_args
 
-from seq2seq.batching import BucketSampler
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import load_config
-from seq2seq.dataset import prepare_data
-from seq2seq.distributed import SINGLE, World
-from seq2seq.train import Trainer
+from seq2seq.data.batching import BucketSampler
+from seq2seq.data.pipeline import prepare_data
+from seq2seq.train.distributed import SINGLE, World
+from seq2seq.train.trainer import Trainer
 
 QUICK = ("train.eval_sentences=4",)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_a_single_world_shares_nothing_and_changes_nothing():

@@ -16,9 +16,9 @@ from conftest import CLI_ENV, REPO, TOY, TOY_SRC, TOY_TGT, metrics_records, one_
 import seq2seq.atomic
 from seq2seq.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.config import load_config
-from seq2seq.dataset import prepare_data
+from seq2seq.data.pipeline import prepare_data
 from seq2seq.errors import UserError
-from seq2seq.train import Trainer
+from seq2seq.train.trainer import Trainer
 
 
 def _step(run: Path) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "fetch_data.py"
 SHARED = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng"
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from seq2seq.config import Config, config_from_dict, load_config, save_config
 from seq2seq.errors import UserError
-from seq2seq.train import adamw, lr_factor
+from seq2seq.train.trainer import adamw, lr_factor
 
 SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
 KEYS = sorted({f.name for cls in (Config, *SECTIONS.values()) for f in dataclasses.fields(cls)})

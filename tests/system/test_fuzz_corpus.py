@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seq2seq.config import DataConfig
-from seq2seq.corpus import normalize, read_corpus, read_lines, read_tsv
-from seq2seq.dataset import prepare_data
+from seq2seq.data.corpus import normalize, read_corpus, read_lines, read_tsv
+from seq2seq.data.pipeline import prepare_data
 from seq2seq.errors import UserError
 
 ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32", "latin-1", "cp1252", "gb18030", "big5", "shift_jis"]

@@ -12,7 +12,9 @@ from conftest import CLI_ENV, FUZZ, REPO, one_line_error, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seq2seq.translate import Translator, load_model
+from seq2seq.decode.loader import load_model
+from seq2seq.decode.torch_engine import TorchTranslator
+from seq2seq.decode.translator import Translator
 
 # Unicode's line breaks besides LF (str.splitlines splits at all of them), other controls, marks and scripts.
 BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -26,7 +28,7 @@ long_lines = st.tuples(st.sampled_from(SCRIPTS + ODD), st.integers(5_000, 10_000
 @pytest.fixture(scope="module")
 def translator(toy_run) -> Translator:
     model, tokenizer, cfg = load_model(toy_run, torch.device("cpu"))
-    return Translator(model, tokenizer, cfg.decode, torch.device("cpu"))
+    return TorchTranslator(model, tokenizer, cfg.decode, torch.device("cpu"))
 
 
 @settings(FUZZ, max_examples=40)

@@ -1,5 +1,5 @@
-"""The data pipeline for corpora larger than memory (seq2seq.shards, seq2seq.hashsplit, the streamed
-prepare of seq2seq.dataset): the same result as the in-memory pipeline on a small corpus, token shards
+"""The data pipeline for corpora larger than memory (seq2seq.data.shards, seq2seq.data.hashsplit, the streamed
+prepare of seq2seq.data.pipeline): the same result as the in-memory pipeline on a small corpus, token shards
 mapped from disk, the tokenizer's seeded sample, the split by hash keeping near-duplicates off both
 sides, and training on it resuming exactly."""
 
@@ -11,12 +11,13 @@ import torch
 from conftest import REPO, TOY, TOY_SRC, TOY_TGT
 
 from seq2seq.config import CorpusConfig, DataConfig, load_config
-from seq2seq.dataset import EncodedSplit, PreparedData, encode_train, prepare_data, sample_indices
-from seq2seq.hashsplit import first_occurrences
-from seq2seq.neardup import NearDuplicateIndex, closest_similarity, similarity
-from seq2seq.shards import ShardWriter, write_split
-from seq2seq.tokenizer import PAD
-from seq2seq.train import Trainer
+from seq2seq.data.encoded import EncodedSplit, encode_train
+from seq2seq.data.hashsplit import first_occurrences
+from seq2seq.data.neardup import NearDuplicateIndex, closest_similarity, similarity
+from seq2seq.data.pipeline import PreparedData, prepare_data, sample_indices
+from seq2seq.data.shards import ShardWriter, write_split
+from seq2seq.special import PAD
+from seq2seq.train.trainer import Trainer
 
 SETTINGS = {"dev_size": 100, "test_size": 100, "vocab_size": 1200}
 # sha256 of what prepare_data gave on the toy corpus before the pipeline streamed (pipeline version 3,

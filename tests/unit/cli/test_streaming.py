@@ -1,4 +1,4 @@
-"""seq2seq.streaming and ``translate`` without sentences: on a pipe each chunk of lines is translated
+"""seq2seq.cli.streaming and ``translate`` without sentences: on a pipe each chunk of lines is translated
 and flushed as it arrives (a line's translation can be read before stdin is closed; one line out
 per line in, in order); on a terminal it prompts and translates every entered line until EOF.
 """
@@ -14,8 +14,8 @@ import time
 import pytest
 from conftest import CLI_ENV, REPO, one_line_error, run_cli
 
+from seq2seq.cli.streaming import stream_chunks
 from seq2seq.errors import UserError
-from seq2seq.streaming import stream_chunks
 
 LINES = ["我们去散步。", "", "今天天气很好。"]
 

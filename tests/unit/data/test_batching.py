@@ -1,13 +1,14 @@
-"""seq2seq.batching: collate, token-limited length buckets, seeded epoch orders, exact resume, padding."""
+"""seq2seq.data.batching: collate, token-limited length buckets, seeded epoch orders, exact resume, padding."""
 
 import json
 
 import pytest
 import torch
 
-from seq2seq.batching import Batch, BucketSampler, cut_batches, padding_fraction
-from seq2seq.dataset import EncodedSplit
-from seq2seq.tokenizer import BOS, EOS, PAD, Tokenizer
+from seq2seq.data.batching import Batch, BucketSampler, cut_batches, padding_fraction
+from seq2seq.data.encoded import EncodedSplit
+from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.special import BOS, EOS, PAD
 
 
 def _ids(*values: int) -> torch.Tensor:

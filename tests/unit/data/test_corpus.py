@@ -1,4 +1,4 @@
-"""seq2seq.corpus: normalization, reading files and TSV, input errors, group-aware splits, dedup/overlap."""
+"""seq2seq.data.corpus: normalization, reading files and TSV, input errors, group-aware splits, dedup/overlap."""
 
 import random
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 from conftest import TOY_SRC, TOY_TGT, write_lines
 
 from seq2seq.config import DataConfig
-from seq2seq.corpus import group_split, make_splits, normalize, read_corpus, read_pair_files, read_tsv
+from seq2seq.data.corpus import group_split, make_splits, normalize, read_corpus, read_pair_files, read_tsv
 from seq2seq.errors import UserError
 
 # --- normalize --------------------------------------------------------------------------------

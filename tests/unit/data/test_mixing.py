@@ -1,4 +1,4 @@
-"""Several corpora mixed by weight (data.corpora, seq2seq.mixing): each epoch's proportions, seeded
+"""Several corpora mixed by weight (data.corpora, seq2seq.data.mixing): each epoch's proportions, seeded
 draws without repeats, the pipeline reading and checking every corpus, and a single corpus unchanged."""
 
 import json
@@ -9,13 +9,13 @@ import pytest
 import torch
 from conftest import REPO, TOY, TOY_SRC, TOY_TGT, run_cli, sets, write_lines
 
-from seq2seq.batching import BucketSampler
 from seq2seq.config import load_config
-from seq2seq.corpus import read_pair_files
-from seq2seq.dataset import prepare_data
+from seq2seq.data.batching import BucketSampler
+from seq2seq.data.corpus import read_pair_files
+from seq2seq.data.mixing import CorpusMix
+from seq2seq.data.pipeline import prepare_data
 from seq2seq.errors import UserError
-from seq2seq.mixing import CorpusMix
-from seq2seq.tokenizer import UNK
+from seq2seq.special import UNK
 
 SIZES, WEIGHTS = (300, 40, 1000), (1.0, 0.5, 0.25)
 

@@ -1,12 +1,12 @@
-"""seq2seq.neardup and the near-duplicate-aware split: the similarity by hand, LSH against brute force,
+"""seq2seq.data.neardup and the near-duplicate-aware split: the similarity by hand, LSH against brute force,
 closest similarity against brute force, and near-duplicates kept on one side of the split."""
 
 import random
 
 import pytest
 
-from seq2seq.corpus import group_split
-from seq2seq.neardup import closest_similarity, dice, grams, near_duplicates, similarity
+from seq2seq.data.corpus import group_split
+from seq2seq.data.neardup import closest_similarity, dice, grams, near_duplicates, similarity
 
 
 def test_grams_are_units_and_adjacent_pairs():

@@ -1,4 +1,4 @@
-"""seq2seq.dataset: prepare_data end to end on the toy corpus, the cache, filtering, run-dir install."""
+"""seq2seq.data.pipeline: prepare_data end to end on the toy corpus, the cache, filtering, run-dir install."""
 
 import dataclasses
 import shutil
@@ -9,10 +9,13 @@ import torch
 from conftest import TOY_SRC, TOY_TGT, write_lines
 
 from seq2seq.config import DataConfig
-from seq2seq.corpus import make_splits
-from seq2seq.dataset import EncodedSplit, PreparedData, Resegmented, cache_key, prepare_data
+from seq2seq.data.cache import cache_key
+from seq2seq.data.corpus import make_splits
+from seq2seq.data.encoded import EncodedSplit, Resegmented
+from seq2seq.data.pipeline import PreparedData, prepare_data
+from seq2seq.data.tokenizer import JOINT, Tokenizer
 from seq2seq.errors import UserError
-from seq2seq.tokenizer import BOS, EOS, JOINT, PAD, Tokenizer
+from seq2seq.special import BOS, EOS, PAD
 
 FILTER_KEYS = ("filtered_empty", "filtered_too_long", "filtered_ratio")
 

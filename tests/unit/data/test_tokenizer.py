@@ -1,10 +1,11 @@
-"""seq2seq.tokenizer: SentencePiece training on the toy corpus, special ids, round trips, UNK, save/load."""
+"""seq2seq.data.tokenizer: SentencePiece training on the toy corpus, special ids, round trips, UNK, save/load."""
 
 import pytest
 
-from seq2seq.corpus import normalize
+from seq2seq.data.corpus import normalize
+from seq2seq.data.tokenizer import JOINT, SRC, TGT, Tokenizer, seed_sampling
 from seq2seq.errors import UserError
-from seq2seq.tokenizer import BOS, EOS, JOINT, PAD, SRC, TGT, UNK, Tokenizer, seed_sampling
+from seq2seq.special import BOS, EOS, PAD, UNK
 
 VOCAB = 1200  # the toy corpus has ~1070 distinct characters; the vocabulary must hold them
 

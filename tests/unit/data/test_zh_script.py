@@ -1,4 +1,4 @@
-"""Script normalization (seq2seq.script, data.src_script): OpenCC conversion, the same function for the
+"""Script normalization (seq2seq.data.zh_script, data.src_script): OpenCC conversion, the same function for the
 corpus and for translate/evaluate input, the other-script test set, and the error without the extra."""
 
 import json
@@ -12,11 +12,13 @@ from conftest import CLI_ENV, REPO, TOY, TOY_SRC, TOY_TGT, one_line_error, sets,
 
 from seq2seq.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.config import load_config
-from seq2seq.corpus import read_pair_files
-from seq2seq.dataset import prepare_data
+from seq2seq.data.corpus import read_pair_files
+from seq2seq.data.pipeline import prepare_data
+from seq2seq.data.zh_script import converter
+from seq2seq.decode.loader import load_model
+from seq2seq.decode.torch_engine import TorchTranslator
+from seq2seq.decode.translator import source_normalizer
 from seq2seq.errors import UserError
-from seq2seq.script import converter
-from seq2seq.translate import Translator, load_model, source_normalizer
 
 TRADITIONAL, SIMPLIFIED = "今天天氣很好。他們說這個問題很難。", "今天天气很好。他们说这个问题很难。"
 
@@ -104,9 +106,9 @@ def test_translator_reads_traditional_input_as_the_model_was_trained(simplified_
     device = torch.device("cpu")
     model, tokenizer, cfg = load_model(simplified_toy_run, device)
     assert cfg.data.src_script == "simplified"
-    translator = Translator(model, tokenizer, cfg.decode, device, normalize_source=source_normalizer(cfg))
+    translator = TorchTranslator(model, tokenizer, cfg.decode, device, normalize_source=source_normalizer(cfg))
     assert translator.encode(TRADITIONAL) == translator.encode(SIMPLIFIED)
-    plain = Translator(model, tokenizer, cfg.decode, device)  # no conversion: other pieces
+    plain = TorchTranslator(model, tokenizer, cfg.decode, device)  # no conversion: other pieces
     assert plain.encode(TRADITIONAL) != plain.encode(SIMPLIFIED)
     a, b = translator.translate([TRADITIONAL, SIMPLIFIED], beam=2)
     assert a.best.text == b.best.text

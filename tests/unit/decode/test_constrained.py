@@ -1,4 +1,4 @@
-"""seq2seq.constrained and seq2seq.glossary: without constraints the search is plain beam search;
+"""seq2seq.decode.constrained and seq2seq.decode.glossary: without constraints the search is plain beam search;
 constraints appear in the output (scripted decoder with hand-computed results, and a tiny random
 model); phrase progress is lost when a phrase is left half-way; glossary files and term matching."""
 
@@ -6,13 +6,12 @@ import math
 
 import pytest
 import torch
-from conftest import END, write_lines
-from test_search import GREEDY_TRAP, A, B, C, EosRamp, ScriptedModel, _gnmt, _script_src, _sources
+from conftest import END, GREEDY_TRAP, A, B, C, EosRamp, ScriptedModel, gnmt, script_src, sources, write_lines
 
-from seq2seq.constrained import advance, allowed_next, bank_sizes, constrained_beam_search, is_complete
+from seq2seq.decode.constrained import advance, allowed_next, bank_sizes, constrained_beam_search, is_complete
+from seq2seq.decode.glossary import Glossary
+from seq2seq.decode.search import beam_search
 from seq2seq.errors import UserError
-from seq2seq.glossary import Glossary
-from seq2seq.search import beam_search
 
 
 @pytest.fixture
@@ -26,7 +25,7 @@ def _contains(tokens: list[int], phrase: list[int]) -> bool:
 
 @pytest.mark.parametrize("beam", [2, 4])
 def test_no_constraints_is_plain_beam_search(ramp_model, beam):
-    src = _sources(12, seed=11)
+    src = sources(12, seed=11)
     plain = beam_search(ramp_model, src, beam=beam, nbest=beam)
     constrained = constrained_beam_search(ramp_model, src, [[]] * 12, beam=beam, nbest=beam)
     for p, c in zip(plain, constrained, strict=True):
@@ -39,12 +38,12 @@ def test_scripted_constraint_appears_and_unconstrained_sentence_is_unchanged():
     cannot come first and after B it has only .05. The second sentence, without constraints,
     in the same batch, gets plain beam search's result."""
     model = ScriptedModel({7: GREEDY_TRAP})
-    src = _script_src(7, 7)
+    src = script_src(7, 7)
     (plain, _) = beam_search(model, src, beam=3, nbest=2, use_cache=False)
     assert plain[0].tokens == [B]
     forced, free = constrained_beam_search(model, src, [[[C]], []], beam=3, nbest=2, use_cache=False)
     assert forced[0].tokens == [A, C]
-    assert forced[0].score == pytest.approx(math.log(0.6 * 0.25 * 0.97) / _gnmt(3, 1.0), abs=1e-6)
+    assert forced[0].score == pytest.approx(math.log(0.6 * 0.25 * 0.97) / gnmt(3, 1.0), abs=1e-6)
     assert all(C in h.tokens for h in forced)
     assert [h.tokens for h in free] == [h.tokens for h in plain]
     assert [h.score for h in free] == pytest.approx([h.score for h in plain], abs=1e-6)
@@ -52,7 +51,7 @@ def test_scripted_constraint_appears_and_unconstrained_sentence_is_unchanged():
 
 def test_constraints_appear_on_a_real_model(ramp_model):
     """Random two-token phrases (and one single token) appear, contiguous, in every best output."""
-    src = _sources(8, seed=12)
+    src = sources(8, seed=12)
     gen = torch.Generator().manual_seed(0)
     phrases = [
         [torch.randint(4, 40, (2,), generator=gen).tolist(), [int(torch.randint(4, 40, (1,), generator=gen))]]
@@ -107,6 +106,6 @@ def test_scripted_end_token_needs_every_constraint():
     """The default distribution prefers <end> at once (.97); with constraint [A, B] the output
     is A B (then <end>)."""
     model = ScriptedModel({}, default={END: 0.97, A: 0.01, B: 0.01, C: 0.01})
-    ((best,),) = constrained_beam_search(model, _script_src(9), [[[A, B]]], beam=3, use_cache=False)
+    ((best,),) = constrained_beam_search(model, script_src(9), [[[A, B]]], beam=3, use_cache=False)
     assert best.tokens == [A, B]
-    assert best.score == pytest.approx(math.log(0.01 * 0.01 * 0.97) / _gnmt(3, 1.0), abs=1e-6)
+    assert best.score == pytest.approx(math.log(0.01 * 0.01 * 0.97) / gnmt(3, 1.0), abs=1e-6)

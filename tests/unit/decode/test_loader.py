@@ -1,23 +1,15 @@
-"""seq2seq.inference: the decoding precision (auto, float32, bf16) and the loader the verbs share."""
+"""seq2seq.decode.loader: the decoding precision (auto, float32, bf16) and the loader the verbs share."""
 
 import pytest
 import torch
 from conftest import one_line_error, run_cli
 
-from seq2seq import precision
-from seq2seq.corpus import read_lines
+from seq2seq.data.corpus import read_lines
+from seq2seq.decode.loader import load_translator
+from seq2seq.device import decode_precision
 from seq2seq.errors import UserError
-from seq2seq.inference import decode_precision, load_translator
 
 CPU = torch.device("cpu")
-
-
-@pytest.mark.parametrize("fast", [True, False])
-def test_auto_on_cpu_is_bf16_only_with_native_bf16(monkeypatch, fast):
-    monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: fast)
-    assert decode_precision("auto", CPU) == ("bf16" if fast else "float32")
-    assert decode_precision("float32", CPU) == "float32"
-    assert decode_precision("bf16", CPU) == "bf16"
 
 
 def test_auto_on_cuda_is_bf16_where_supported(monkeypatch):
@@ -27,17 +19,17 @@ def test_auto_on_cuda_is_bf16_where_supported(monkeypatch):
 
 def test_unknown_precision_or_engine_is_a_user_error(toy_run):
     with pytest.raises(UserError, match="--precision"):
-        load_translator(toy_run, CPU, precision="fp8")
+        load_translator([toy_run], CPU, precision="fp8")
     with pytest.raises(UserError, match="--engine"):
-        load_translator(toy_run, CPU, engine="onnx")
+        load_translator([toy_run], CPU, engine="onnx")
 
 
 def test_bf16_decodes_with_bf16_weights_and_keeps_the_model_float32(toy_run):
-    float32 = load_translator(toy_run, CPU, precision="float32")
-    bf16 = load_translator(toy_run, CPU, precision="bf16")
+    float32 = load_translator([toy_run], CPU, precision="float32")
+    bf16 = load_translator([toy_run], CPU, precision="bf16")
     assert bf16.precision == "bf16" and float32.precision == "float32"
     assert next(bf16.model.parameters()).dtype == torch.float32  # attention maps etc. read the float32 model
-    assert next(bf16._search_model.parameters()).dtype == torch.bfloat16
+    assert next(bf16.search_model.parameters()).dtype == torch.bfloat16
     sentences = read_lines(toy_run / "test.src", "test.src")
     a = [t.best.text for t in float32.translate(sentences, beam=1)]
     b = [t.best.text for t in bf16.translate(sentences, beam=1)]

@@ -1,66 +1,34 @@
-"""seq2seq.search: beam 1 equals greedy, cached equals uncached, batch composition
+"""seq2seq.decode.search: beam 1 equals greedy, cached equals uncached, batch composition
 does not change a sentence's output, a scripted decoder with hand-computed
 hypotheses and scores, n-gram blocking, length limits."""
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import END, PAD, START, UNK
-from torch import Tensor, nn
+from conftest import (
+    END,
+    GREEDY_TRAP,
+    PAD,
+    SCRIPT_VOCAB,
+    START,
+    UNK,
+    A,
+    B,
+    C,
+    EosRamp,
+    ScriptedModel,
+    gnmt,
+    script_src,
+    sources,
+    unpad,
+)
+from torch import Tensor
 
-from seq2seq.layers import DecoderCache
-from seq2seq.search import beam_search, greedy_search, length_limits
-
-A, B, C = 4, 5, 6  # the scripted decoder's vocabulary: 7 ids
-SCRIPT_VOCAB = 7
+from seq2seq.decode.search import beam_search, greedy_search, length_limits
 
 
 # -- a real (tiny, random) model --------------------------------------------
-class EosRamp(nn.Module):
-    """A tiny model whose <end> logit grows with the target length.
-
-    A random model almost never prefers <end>, so every search would just run to
-    the length limit; the ramp makes sentences end at different steps, so the
-    searches below also exercise finishing, filler rows and beam reordering.
-    """
-
-    def __init__(self, inner: nn.Module, slope: float = 0.5, offset: float = -3.0) -> None:
-        super().__init__()
-        self.inner, self.cfg, self.slope, self.offset = inner, inner.cfg, slope, offset
-        self.length = 0
-
-    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        return self.inner.encode(src, src_mask)
-
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
-        self.length = (cache.length if cache is not None else 0) + tgt.size(1)
-        return self.inner.decode(tgt, memory, src_mask, cache)
-
-    def logits(self, states: Tensor) -> Tensor:
-        out = self.inner.logits(states).clone()
-        out[..., END] += self.slope * self.length + self.offset
-        return out
-
-
-def _sources(n: int, seed: int = 0, min_len: int = 2, max_len: int = 12, vocab: int = 40) -> Tensor:
-    """(n, max_len) random right-padded sources ``x… <end>`` of mixed lengths."""
-    gen = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(min_len, max_len + 1, (n,), generator=gen).tolist()
-    src = torch.full((n, max(lengths)), PAD)
-    for row, length in enumerate(lengths):
-        src[row, : length - 1] = torch.randint(4, vocab, (length - 1,), generator=gen)
-        src[row, length - 1] = END
-    return src
-
-
-def _unpad(src: Tensor, row: int) -> Tensor:
-    """Row ``row`` of ``src`` alone, without its padding: (1, S_row)."""
-    length = int((src[row] != PAD).sum())
-    return src[row : row + 1, :length]
-
-
 @pytest.fixture
 def ramp_model(tiny_model):
     return EosRamp(tiny_model())
@@ -68,7 +36,7 @@ def ramp_model(tiny_model):
 
 def test_ramp_model_mixes_eos_and_length_limit_endings(ramp_model):
     """Guard for the tests below: some outputs end with <end>, some at the limit."""
-    src = _sources(12)
+    src = sources(12)
     limits = length_limits(src, 1.5, 10, ramp_model.cfg.max_positions).tolist()
     lengths = [len(h.tokens) for h in greedy_search(ramp_model, src)]
     assert any(n < limit for n, limit in zip(lengths, limits, strict=True))
@@ -77,7 +45,7 @@ def test_ramp_model_mixes_eos_and_length_limit_endings(ramp_model):
 
 
 def test_beam_size_one_equals_greedy(ramp_model):
-    src = _sources(12, seed=1)
+    src = sources(12, seed=1)
     greedy = greedy_search(ramp_model, src)
     beam = beam_search(ramp_model, src, beam=1, length_penalty=0.0)
     for g, (b,) in zip(greedy, beam, strict=True):
@@ -88,14 +56,14 @@ def test_beam_size_one_equals_greedy(ramp_model):
 def test_beam_size_one_equals_greedy_plain_random_model(tiny_model):
     """Without the <end> ramp (every output runs to its length limit)."""
     model = tiny_model(seed=3)
-    src = _sources(6, seed=2)
+    src = sources(6, seed=2)
     greedy = greedy_search(model, src)
     beam = beam_search(model, src, beam=1, length_penalty=0.0)
     assert [b[0].tokens for b in beam] == [g.tokens for g in greedy]
 
 
 def test_cached_equals_uncached_greedy(ramp_model):
-    src = _sources(10, seed=3)
+    src = sources(10, seed=3)
     cached = greedy_search(ramp_model, src, use_cache=True)
     uncached = greedy_search(ramp_model, src, use_cache=False)
     assert [h.tokens for h in cached] == [h.tokens for h in uncached]
@@ -104,7 +72,7 @@ def test_cached_equals_uncached_greedy(ramp_model):
 
 @pytest.mark.parametrize("beam", [2, 4])
 def test_cached_equals_uncached_beam(ramp_model, beam):
-    src = _sources(8, seed=4)
+    src = sources(8, seed=4)
     cached = beam_search(ramp_model, src, beam=beam, nbest=beam, use_cache=True)
     uncached = beam_search(ramp_model, src, beam=beam, nbest=beam, use_cache=False)
     for c, u in zip(cached, uncached, strict=True):
@@ -114,11 +82,11 @@ def test_cached_equals_uncached_beam(ramp_model, beam):
 
 def test_batch_composition_does_not_change_outputs(ramp_model):
     """A sentence decodes the same alone as in a batch of 50 of mixed lengths."""
-    src = _sources(50, seed=5, max_len=14)
+    src = sources(50, seed=5, max_len=14)
     greedy_batch = greedy_search(ramp_model, src)
     beam_batch = beam_search(ramp_model, src, beam=3, nbest=2)
     for row in range(src.size(0)):
-        alone = _unpad(src, row)
+        alone = unpad(src, row)
         (greedy_alone,) = greedy_search(ramp_model, alone)
         (beam_alone,) = beam_search(ramp_model, alone, beam=3, nbest=2)
         assert greedy_alone.tokens == greedy_batch[row].tokens
@@ -128,7 +96,7 @@ def test_batch_composition_does_not_change_outputs(ramp_model):
 
 
 def test_beam_outputs_are_sorted_and_nbest_sized(ramp_model):
-    src = _sources(6, seed=6)
+    src = sources(6, seed=6)
     for hyps in beam_search(ramp_model, src, beam=4, nbest=3):
         assert len(hyps) == 3
         scores = [h.score for h in hyps]
@@ -137,59 +105,6 @@ def test_beam_outputs_are_sorted_and_nbest_sized(ramp_model):
 
 
 # -- a scripted decoder with hand-set probabilities ------------------------
-class ScriptedModel(nn.Module):
-    """Next-token probabilities set by hand as a function of (script, prefix).
-
-    The source's first id picks a script (a dict: prefix tuple -> {token: p});
-    prefixes not in the script get ``default``. ``decode`` hands every position the
-    source id and the whole prefix, so run it with ``use_cache=False``.
-    Tokens without a probability get log 0 = -inf.
-    """
-
-    def __init__(
-        self,
-        scripts: dict[int, dict[tuple[int, ...], dict[int, float]]],
-        default: dict[int, float] | None = None,
-        vocab: int = SCRIPT_VOCAB,
-    ) -> None:
-        super().__init__()
-        self.cfg = SimpleNamespace(max_positions=64)
-        self.scripts, self.vocab = scripts, vocab
-        self.default = default or {END: 0.97, A: 0.01, B: 0.01, C: 0.01}
-        self.prefixes: list[tuple[int, ...]] = []  # every prefix asked about, for inspection
-
-    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        return src.float()[:, :, None]  # (B, S, 1): carries the script id to decode
-
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
-        assert cache is None, "the scripted model needs the whole prefix: use_cache=False"
-        b, t = tgt.shape
-        row = torch.cat([memory[:, 0, :], tgt.float()], dim=1)  # (B, 1+T): script id, prefix
-        return row[:, None, :].expand(b, t, t + 1)  # (B, T, 1+T): every position sees it all
-
-    def logits(self, states: Tensor) -> Tensor:
-        out = torch.full((states.size(0), self.vocab), float("-inf"))
-        for i, row in enumerate(states.long().tolist()):
-            script, prefix = row[0], tuple(row[1:])
-            assert prefix[0] == START
-            self.prefixes.append(prefix[1:])
-            probs = self.scripts.get(script, {}).get(prefix[1:], self.default)
-            for token, p in probs.items():
-                out[i, token] = math.log(p)
-        return out
-
-
-def _gnmt(length: int, alpha: float) -> float:
-    return ((5 + length) / 6) ** alpha
-
-
-# Script 1: greedy takes A (0.6) and then <end> (0.4): p = 0.24. Beam keeps B
-# (0.4) too, which ends with 0.9: p = 0.36, better than the greedy path.
-GREEDY_TRAP = {
-    (): {A: 0.6, B: 0.4},
-    (A,): {A: 0.35, C: 0.25, END: 0.4},
-    (B,): {END: 0.9, A: 0.05, C: 0.05},
-}
 # Script 2: the short output [A] (p = 0.42, 2 tokens with <end>) beats the long
 # [B, B] (p = 0.4·0.99·0.99 = 0.39204, 3 tokens) on raw log-probability, but
 # loses with the length penalty α = 1: -0.8675/(7/6) = -0.7436 < -0.9364/(8/6) = -0.7023.
@@ -202,26 +117,21 @@ SHORT_VS_LONG = {
 }
 
 
-def _script_src(*scripts: int) -> Tensor:
-    """One source per script id: ``[script, <end>]`` (the script id is the first token)."""
-    return torch.tensor([[s, END] for s in scripts])
-
-
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
 def test_scripted_beam_finds_better_path_than_greedy(alpha):
     model = ScriptedModel({7: GREEDY_TRAP})
-    (hyps,) = beam_search(model, _script_src(7), beam=2, nbest=2, length_penalty=alpha, use_cache=False)
+    (hyps,) = beam_search(model, script_src(7), beam=2, nbest=2, length_penalty=alpha, use_cache=False)
     assert [h.tokens for h in hyps] == [[B], [A]]
-    assert hyps[0].score == pytest.approx(math.log(0.4 * 0.9) / _gnmt(2, alpha), abs=1e-6)
-    assert hyps[1].score == pytest.approx(math.log(0.6 * 0.4) / _gnmt(2, alpha), abs=1e-6)
+    assert hyps[0].score == pytest.approx(math.log(0.4 * 0.9) / gnmt(2, alpha), abs=1e-6)
+    assert hyps[1].score == pytest.approx(math.log(0.6 * 0.4) / gnmt(2, alpha), abs=1e-6)
     # nbest=1 keeps only the best
-    (best,) = beam_search(model, _script_src(7), beam=2, nbest=1, length_penalty=alpha, use_cache=False)
+    (best,) = beam_search(model, script_src(7), beam=2, nbest=1, length_penalty=alpha, use_cache=False)
     assert [h.tokens for h in best] == [[B]]
 
 
 def test_scripted_greedy_takes_the_locally_best_path():
     model = ScriptedModel({7: GREEDY_TRAP, 8: SHORT_VS_LONG})
-    trap, short = greedy_search(model, _script_src(7, 8), use_cache=False)
+    trap, short = greedy_search(model, script_src(7, 8), use_cache=False)
     assert trap.tokens == [A]
     assert trap.score == pytest.approx(math.log(0.6) + math.log(0.4), abs=1e-6)  # summed, no penalty
     assert short.tokens == [A]
@@ -237,7 +147,7 @@ def test_scripted_greedy_takes_the_locally_best_path():
 )
 def test_scripted_length_penalty_changes_the_ranking(alpha, expected):
     model = ScriptedModel({8: SHORT_VS_LONG})
-    (hyps,) = beam_search(model, _script_src(8), beam=2, nbest=2, length_penalty=alpha, use_cache=False)
+    (hyps,) = beam_search(model, script_src(8), beam=2, nbest=2, length_penalty=alpha, use_cache=False)
     assert [h.tokens for h in hyps] == [tokens for tokens, _ in expected]
     assert [h.score for h in hyps] == pytest.approx([score for _, score in expected], abs=1e-6)
 
@@ -245,7 +155,7 @@ def test_scripted_length_penalty_changes_the_ranking(alpha, expected):
 def test_scripted_sentences_in_one_batch_do_not_interfere():
     """Two scripts in one batch give each its own result (beams stay within their sentence)."""
     model = ScriptedModel({7: GREEDY_TRAP, 8: SHORT_VS_LONG})
-    trap, short = beam_search(model, _script_src(7, 8), beam=2, nbest=2, length_penalty=1.0, use_cache=False)
+    trap, short = beam_search(model, script_src(7, 8), beam=2, nbest=2, length_penalty=1.0, use_cache=False)
     assert [h.tokens for h in trap] == [[B], [A]]
     assert [h.tokens for h in short] == [[B, B], [A]]
     assert short[0].score == pytest.approx(math.log(0.4 * 0.99 * 0.99) / (8 / 6), abs=1e-6)
@@ -254,7 +164,7 @@ def test_scripted_sentences_in_one_batch_do_not_interfere():
 def test_scripted_beam_stops_a_sentence_once_beam_hypotheses_finished():
     """SHORT_VS_LONG is done at the third step: no prefix longer than 2 tokens is ever scored."""
     model = ScriptedModel({8: SHORT_VS_LONG})
-    beam_search(model, _script_src(8), beam=2, use_cache=False)
+    beam_search(model, script_src(8), beam=2, use_cache=False)
     assert max(len(p) for p in model.prefixes if PAD not in p) == 2
 
 
@@ -273,7 +183,7 @@ LOW_RANKED_END = {
 
 def test_scripted_end_below_the_beam_does_not_finish():
     model = ScriptedModel({10: LOW_RANKED_END})
-    (hyps,) = beam_search(model, _script_src(10), beam=2, nbest=3, length_penalty=0.0, use_cache=False)
+    (hyps,) = beam_search(model, script_src(10), beam=2, nbest=3, length_penalty=0.0, use_cache=False)
     assert [h.tokens for h in hyps] == [[A], [A, A], [B, B]]
     expected = [math.log(0.6 * 0.5), math.log(0.6 * 0.4 * 0.9), math.log(0.4 * 0.4 * 0.9)]
     assert [h.score for h in hyps] == pytest.approx(expected, abs=1e-6)
@@ -301,7 +211,7 @@ def _repeated_bigrams(tokens: list[int]) -> list[tuple[int, int]]:
 
 def test_no_repeat_ngram_blocks_repeated_bigrams():
     model = _repeater()
-    src = _script_src(9, 9)
+    src = script_src(9, 9)
     (plain,), _ = beam_search(model, src, beam=3, use_cache=False)
     assert _repeated_bigrams(plain.tokens), "the repeater should repeat without blocking"
     for hyps in beam_search(model, src, beam=3, nbest=3, no_repeat_ngram=2, use_cache=False):
@@ -310,7 +220,7 @@ def test_no_repeat_ngram_blocks_repeated_bigrams():
 
 
 def test_no_repeat_ngram_real_model(ramp_model):
-    src = _sources(8, seed=7)
+    src = sources(8, seed=7)
     for hyps in beam_search(ramp_model, src, beam=3, nbest=3, no_repeat_ngram=2):
         for h in hyps:
             assert not _repeated_bigrams(h.tokens), h.tokens
@@ -320,7 +230,7 @@ def test_no_repeat_ngram_real_model(ramp_model):
 def test_outputs_never_exceed_the_length_limit(tiny_model, a, b):
     """A random model rarely says <end>: outputs run to exactly the limit, never past it."""
     model = tiny_model(seed=1)
-    src = _sources(6, seed=8)
+    src = sources(6, seed=8)
     lengths = (src != PAD).sum(dim=1).tolist()
     limits = [int(a * n + b) for n in lengths]
     greedy = greedy_search(model, src, max_len_a=a, max_len_b=b)
@@ -342,7 +252,7 @@ def test_scripted_never_ending_decoder_stops_at_the_limit():
     assert [[len(h.tokens) for h in hyps] for hyps in beam] == [[6, 6], [4, 4]]
     # live beams finished by the limit: scored over their tokens, no <end> counted
     assert beam[1][0].tokens == [A] * 4
-    assert beam[1][0].score == pytest.approx(4 * math.log(0.5) / _gnmt(4, 1.0), abs=1e-6)
+    assert beam[1][0].score == pytest.approx(4 * math.log(0.5) / gnmt(4, 1.0), abs=1e-6)
 
 
 def test_length_limits_values():

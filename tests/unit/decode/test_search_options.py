@@ -1,4 +1,4 @@
-"""seq2seq.search's options: sampling (temperature → 0 and top-k 1 are greedy; draw frequencies
+"""seq2seq.decode.search's options: sampling (temperature → 0 and top-k 1 are greedy; draw frequencies
 of a scripted distribution match the truncated, renormalised one; a seed reproduces the draws;
 scores are the model's log-probabilities), forced prefixes (scripted, hand-computed; every
 output starts with its prefix in greedy, beam and sampling), and beam traces."""
@@ -8,15 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import END, UNK
-from test_forced import PositionRamp
-from test_search import GREEDY_TRAP, A, B, C, ScriptedModel, _gnmt, _script_src, _sources, _unpad
+from conftest import END, GREEDY_TRAP, UNK, A, B, C, PositionRamp, ScriptedModel, gnmt, script_src, sources, unpad
 from torch import Tensor, nn
 
 from seq2seq.config import DecodeConfig
-from seq2seq.forced import score_ids
-from seq2seq.layers import DecoderCache
-from seq2seq.search import Sampler, beam_search, force_prefixes, greedy_search, search_ids
+from seq2seq.decode.batched import search_ids
+from seq2seq.decode.forced import score_ids
+from seq2seq.decode.search import TokenSampler, beam_search, force_prefixes, greedy_search
+from seq2seq.model.layers import DecoderCache
 
 CPU = torch.device("cpu")
 
@@ -44,7 +43,7 @@ class FixedNext(nn.Module):
 FIXED = {A: 0.5, B: 0.25, C: 0.15, END: 0.07, UNK: 0.03}
 
 
-def _first_token_counts(sampler: Sampler, draws: int = 4000) -> dict[int, int]:
+def _first_token_counts(sampler: TokenSampler, draws: int = 4000) -> dict[int, int]:
     src = torch.tensor([[A, END]]).repeat(draws, 1)
     found = greedy_search(FixedNext(FIXED), src, max_len_a=0.0, max_len_b=1, sampler=sampler)
     counts: dict[int, int] = {}
@@ -73,7 +72,7 @@ def _truncated(keep: dict[int, float], temperature: float = 1.0) -> dict[int, fl
 def test_draw_frequencies_match_the_truncated_distribution(settings, expected):
     """4,000 seeded draws; chi-square against the expected distribution below the 0.1% critical value."""
     draws = 4000
-    counts = _first_token_counts(Sampler(seed=3, **settings), draws)
+    counts = _first_token_counts(TokenSampler(seed=3, **settings), draws)
     assert set(counts) <= set(expected)  # nothing truncated away is ever drawn
     chi2 = sum((counts.get(t, 0) - draws * p) ** 2 / (draws * p) for t, p in expected.items())
     critical = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47}[len(expected) - 1]
@@ -82,28 +81,30 @@ def test_draw_frequencies_match_the_truncated_distribution(settings, expected):
 
 def test_sampler_truncated_distribution_values():
     log_probs = torch.log(torch.tensor([[0.0, 0.0, 0.0, 0.07, 0.5, 0.25, 0.18]]))
-    got = Sampler(top_p=0.8).truncated(log_probs).exp()[0]
+    got = TokenSampler(top_p=0.8).truncated(log_probs).exp()[0]
     torch.testing.assert_close(got, torch.tensor([0, 0, 0, 0, 0.5, 0.25, 0.18]) / 0.93)
-    assert Sampler(top_p=0.0).truncated(log_probs).exp()[0].tolist() == [0, 0, 0, 0, 1, 0, 0]
+    assert TokenSampler(top_p=0.0).truncated(log_probs).exp()[0].tolist() == [0, 0, 0, 0, 1, 0, 0]
 
 
 @pytest.mark.parametrize("settings", [{"temperature": 0.0}, {"temperature": 1e-4}, {"top_k": 1}, {"top_p": 0.0}])
 def test_sampling_limits_are_greedy(tiny_model, settings):
     model = PositionRamp(tiny_model(seed=12))
-    src = _sources(12, seed=41)
+    src = sources(12, seed=41)
     greedy = greedy_search(model, src)
-    sampled = greedy_search(model, src, sampler=Sampler(seed=5, **settings))
+    sampled = greedy_search(model, src, sampler=TokenSampler(seed=5, **settings))
     assert [h.tokens for h in sampled] == [h.tokens for h in greedy]
     assert [h.score for h in sampled] == pytest.approx([h.score for h in greedy], abs=1e-5)
 
 
 def test_seed_reproduces_draws_and_scores_are_model_log_probs(tiny_model):
     model = PositionRamp(tiny_model(seed=13))
-    sources = [_unpad(_sources(10, seed=42), row)[0].tolist() for row in range(10)]
+    sources = [unpad(sources(10, seed=42), row)[0].tolist() for row in range(10)]
     decode = DecodeConfig(batch_sentences=4)
 
     def draw(seed: int):
-        return search_ids(model, sources, decode, CPU, beam=1, nbest=3, sampler=Sampler(temperature=1.5, seed=seed))
+        return search_ids(
+            model, sources, decode, CPU, beam=1, nbest=3, sampler=TokenSampler(temperature=1.5, seed=seed)
+        )
 
     first, again, other = draw(7), draw(7), draw(8)
     tokens = [[h.tokens for h in hyps] for hyps in first]
@@ -126,7 +127,7 @@ def test_scripted_prefix_greedy_and_beam():
     chooses among A <end> (.24), A A <end> (.6 · .35 · .97) and A C <end> (.6 · .25 · .97): the
     first with α = 0, the second with α = 1."""
     model = ScriptedModel({7: GREEDY_TRAP})
-    src = _script_src(7)
+    src = script_src(7)
     (forced_b,) = greedy_search(model, src, processors=[force_prefixes([[B]])], use_cache=False)
     assert forced_b.tokens == [B] and forced_b.score == pytest.approx(math.log(0.4 * 0.9), abs=1e-6)
     for alpha, tokens, p in [(0.0, [A], 0.6 * 0.4), (1.0, [A, A], 0.6 * 0.35 * 0.97)]:
@@ -134,15 +135,15 @@ def test_scripted_prefix_greedy_and_beam():
             model, src, beam=3, nbest=3, length_penalty=alpha, processors=[force_prefixes([[A]])], use_cache=False
         )
         assert best.tokens == tokens
-        assert best.score == pytest.approx(math.log(p) / _gnmt(len(tokens) + 1, alpha), abs=1e-6)
+        assert best.score == pytest.approx(math.log(p) / gnmt(len(tokens) + 1, alpha), abs=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["greedy", "beam", "sample"])
 def test_every_output_starts_with_its_prefix(tiny_model, mode):
     model = PositionRamp(tiny_model(seed=14))
-    sources = [_unpad(_sources(6, seed=43), row)[0].tolist() for row in range(6)]
+    sources = [unpad(sources(6, seed=43), row)[0].tolist() for row in range(6)]
     prefixes = [[5, 6, 7], [], [9], [10, 10], [11, 12, 13, 14], [4]]
-    sampler = Sampler(seed=1) if mode == "sample" else None
+    sampler = TokenSampler(seed=1) if mode == "sample" else None
     found = search_ids(
         model,
         sources,
@@ -159,7 +160,7 @@ def test_every_output_starts_with_its_prefix(tiny_model, mode):
 
 def test_prefix_of_the_greedy_output_changes_nothing(tiny_model):
     model = PositionRamp(tiny_model(seed=15))
-    src = _sources(8, seed=44)
+    src = sources(8, seed=44)
     greedy = greedy_search(model, src)
     prefixes = [h.tokens[:2] for h in greedy]
     forced = greedy_search(model, src, processors=[force_prefixes(prefixes)])
@@ -171,7 +172,7 @@ def test_beam_trace_records_live_and_ended_beams():
     A <end> (.24), which fills the beam: the search stops."""
     model = ScriptedModel({7: GREEDY_TRAP})
     trace: list[dict] = []
-    (hyps,) = beam_search(model, _script_src(7), beam=2, nbest=2, length_penalty=0.0, use_cache=False, trace=trace)
+    (hyps,) = beam_search(model, script_src(7), beam=2, nbest=2, length_penalty=0.0, use_cache=False, trace=trace)
     assert [s["step"] for s in trace] == [1, 2]
     assert [(b["tokens"], b["score"]) for b in trace[0]["live"]] == [
         ([A], pytest.approx(math.log(0.6))),
@@ -188,10 +189,10 @@ def test_beam_trace_records_live_and_ended_beams():
 def test_beam_trace_normalized_scores_follow_the_length_penalty(tiny_model):
     model = PositionRamp(tiny_model(seed=16))
     trace: list[dict] = []
-    (hyps,) = beam_search(model, _sources(1, seed=45), beam=3, nbest=3, length_penalty=1.0, trace=trace)
+    (hyps,) = beam_search(model, sources(1, seed=45), beam=3, nbest=3, length_penalty=1.0, trace=trace)
     ended = [e for s in trace for e in s["ended"]]
     assert sorted(e["normalized"] for e in ended)[::-1][:3] == pytest.approx([h.score for h in hyps])
     for s in trace:
         for b in s["live"] + s["ended"]:
-            assert b["normalized"] == pytest.approx(b["score"] / _gnmt(s["step"], 1.0))
+            assert b["normalized"] == pytest.approx(b["score"] / gnmt(s["step"], 1.0))
             assert len(b["tokens"]) <= s["step"]

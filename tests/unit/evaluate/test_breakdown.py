@@ -1,4 +1,4 @@
-"""BLEU by novelty and by source length (seq2seq.breakdown and evaluate's report of it)."""
+"""BLEU by novelty and by source length (seq2seq.evaluate.breakdown and evaluate's report of it)."""
 
 import json
 import shutil
@@ -6,9 +6,9 @@ import shutil
 import pytest
 from conftest import run_cli
 
-from seq2seq.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, bucket_scores
-from seq2seq.evaluate import score
-from seq2seq.neardup import closest_similarity
+from seq2seq.data.neardup import closest_similarity
+from seq2seq.evaluate.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, bucket_scores
+from seq2seq.evaluate.metrics import corpus_scores
 
 
 def test_buckets_score_their_own_sentences():
@@ -22,7 +22,7 @@ def test_buckets_score_their_own_sentences():
         ("near-duplicate (>= 0.8)", 2),
     ]
     assert got[2].bleu == pytest.approx(100.0)
-    assert got[0].bleu == pytest.approx(score([hyps[2]], [refs[2]]).bleu)
+    assert got[0].bleu == pytest.approx(corpus_scores([hyps[2]], [refs[2]]).bleu)
     assert bucket_scores(hyps, refs, [3, 3, 3, 3], LENGTH_BUCKETS)[0].sentences == 4  # empty buckets left out
     assert len(bucket_scores(hyps, refs, [3, 3, 3, 3], LENGTH_BUCKETS)) == 1
 

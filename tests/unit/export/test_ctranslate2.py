@@ -1,4 +1,4 @@
-"""seq2seq.ct2: a model exported to CTranslate2 decodes like our own decoder.
+"""seq2seq.export.ctranslate2: a model exported to CTranslate2 decodes like our own decoder.
 
 The toy run's test split through both engines (float32: the same greedy tokens; beam 4 at
 α = 0: the same best hypothesis), int8 loads and translates, and every model shape we train
@@ -16,12 +16,14 @@ from conftest import one_line_error, run_cli, sets
 
 from seq2seq.checkpoint import save_checkpoint
 from seq2seq.config import Config, DataConfig, ModelConfig, TrainConfig
-from seq2seq.corpus import read_lines
-from seq2seq.ct2 import CTranslate2Translator, export_ctranslate2
-from seq2seq.inference import load_translator
-from seq2seq.model import Transformer
-from seq2seq.tokenizer import PAD, Tokenizer
-from seq2seq.translate import Translator
+from seq2seq.data.corpus import read_lines
+from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decode.ctranslate2 import CTranslate2Translator
+from seq2seq.decode.loader import load_translator
+from seq2seq.decode.translator import Translator
+from seq2seq.export.ctranslate2 import export_ctranslate2
+from seq2seq.model.transformer import Transformer
+from seq2seq.special import PAD
 
 CPU = torch.device("cpu")
 
@@ -38,7 +40,7 @@ def _test_ids(translator: Translator, run_dir: Path) -> list[list[int]]:
 
 
 def test_float32_greedy_gives_our_tokens(toy_run, exported):
-    ours = load_translator(toy_run, CPU, precision="float32")
+    ours = load_translator([toy_run], CPU, precision="float32")
     theirs = CTranslate2Translator(exported["float32"], threads=1)
     sources = _test_ids(ours, toy_run)
     mine, other = ours.search(sources, 1, 1), theirs.search(sources, 1, 1)
@@ -63,7 +65,7 @@ def test_float32_beam4_matches_our_best_hypothesis(toy_run, exported):
     changes nothing: at α = 0 no longer hypothesis can outscore it.
     """
     alpha0 = ["decode.length_penalty=0"]
-    ours = load_translator(toy_run, CPU, alpha0, precision="float32")
+    ours = load_translator([toy_run], CPU, alpha0, precision="float32")
     theirs = CTranslate2Translator(exported["float32"], alpha0, threads=1)
     sources = _test_ids(ours, toy_run)
     mine, other = ours.search(sources, 4, 1), theirs.search(sources, 4, 1)
@@ -121,7 +123,7 @@ def test_model_shapes_export_and_decode_like_ours(tmp_path, toy_run, separate_to
     tokenizer = separate_tokenizer if shape.pop("separate", False) else Tokenizer.load(toy_run)
     run = _random_run(tmp_path / "run", tokenizer, **shape)
     out = export_ctranslate2(run, tmp_path / "ct2")
-    ours = load_translator(run, CPU, precision="float32")
+    ours = load_translator([run], CPU, precision="float32")
     ours.decode = dataclasses.replace(ours.decode, max_len_a=0.0, max_len_b=8)  # an untrained model never ends
     theirs = CTranslate2Translator(out, ["decode.max_len_a=0", "decode.max_len_b=8"], threads=1)
     sources = _test_ids(ours, toy_run)

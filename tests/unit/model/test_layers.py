@@ -1,4 +1,4 @@
-"""seq2seq.layers: shapes, the sinusoid formula, SDPA == explicit attention, the cache."""
+"""seq2seq.model.layers: shapes, the sinusoid formula, SDPA == explicit attention, the cache."""
 
 import math
 
@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import seq2seq.layers
+import seq2seq.model.layers
 from seq2seq.config import ModelConfig
-from seq2seq.layers import (
+from seq2seq.model.layers import (
     DecoderCache,
     DecoderLayer,
     Dropout,
@@ -21,7 +21,7 @@ from seq2seq.layers import (
     keep_scale,
     sinusoids,
 )
-from seq2seq.masks import causal_mask
+from seq2seq.model.masks import causal_mask
 
 B, S, T, D, H = 2, 5, 4, 32, 4
 
@@ -83,13 +83,13 @@ def test_multi_head_attention_sdpa_equals_explicit(head_dim):
 @pytest.mark.parametrize(("kernel", "explicit_on_cpu"), [("sdpa", False), ("explicit", True), ("auto", True)])
 def test_kernel_selects_the_attention_path(monkeypatch, kernel, explicit_on_cpu):
     calls = []
-    original = seq2seq.layers.explicit_attention
+    original = seq2seq.model.layers.explicit_attention
 
     def counting(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(seq2seq.layers, "explicit_attention", counting)
+    monkeypatch.setattr(seq2seq.model.layers, "explicit_attention", counting)
     mha = MultiHeadAttention(D, H, D // H, dropout=0.0, kernel=kernel)
     x = torch.randn(B, T, D)
     mha(x, *mha.keys_values(x), None)

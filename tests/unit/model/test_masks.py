@@ -1,9 +1,9 @@
-"""seq2seq.masks: shapes, values and the no-empty-row guarantee."""
+"""seq2seq.model.masks: shapes, values and the no-empty-row guarantee."""
 
 import torch
 
-from seq2seq.masks import causal_mask, decoder_self_mask, padding_mask
-from seq2seq.tokenizer import PAD
+from seq2seq.model.masks import causal_mask, decoder_self_mask, padding_mask
+from seq2seq.special import PAD
 
 
 def test_padding_mask_shape_and_values():

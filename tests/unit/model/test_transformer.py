@@ -1,4 +1,4 @@
-"""seq2seq.model: shapes, causality, padding invariance, no NaN, parity of the
+"""seq2seq.model.transformer: shapes, causality, padding invariance, no NaN, parity of the
 two attention paths, embedding tying, cached decoding and a toy overfit."""
 
 import pytest
@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from conftest import END, PAD, START, random_batch
 
-from seq2seq.layers import DecoderCache, MultiHeadAttention
-from seq2seq.masks import padding_mask
+from seq2seq.model.layers import DecoderCache, MultiHeadAttention
+from seq2seq.model.masks import padding_mask
 
 ATOL = 1e-5
 

@@ -1,4 +1,4 @@
-"""seq2seq.serve: the HTTP API on the shared toy run. Translations equal ``seq2seq translate``'s for
+"""seq2seq.serve.app: the HTTP API on the shared toy run. Translations equal ``seq2seq translate``'s for
 the same settings, also when requests are batched together; every kind of bad input is a 4xx JSON
 error (never a 500 or a traceback); caps name their limit; the OpenAPI schema describes the
 endpoints; a real ``seq2seq serve`` process finishes its requests in flight on SIGTERM and exits.
@@ -18,10 +18,11 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seq2seq.batcher import BatchLimits
 from seq2seq.cli import build_parser, main
-from seq2seq.inference import decode_precision, load_translator
-from seq2seq.serve import RequestLimits, create_app
+from seq2seq.decode.loader import load_translator
+from seq2seq.device import decode_precision
+from seq2seq.serve.app import RequestLimits, create_app
+from seq2seq.serve.batcher import BatchLimits
 
 SENTENCES = ["我们去散步。", "他昨天去了北京。", "今天天气很好。", "我想喝一杯咖啡。", "你好。", "这本书是我的。"]
 LIMITS = RequestLimits(max_body_bytes=4096, max_sentences=4, max_chars=30)
@@ -29,7 +30,7 @@ LIMITS = RequestLimits(max_body_bytes=4096, max_sentences=4, max_chars=30)
 
 @pytest.fixture(scope="module")
 def client(toy_run):
-    translator = load_translator(toy_run, torch.device("cpu"))  # what translate and serve use
+    translator = load_translator([toy_run], torch.device("cpu"))  # what translate and serve use
     app = create_app(translator, "toy", 60, LIMITS, BatchLimits(max_wait_ms=50, max_sentences=16))
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
@@ -214,7 +215,7 @@ def test_binds_loopback_by_default():
 
 
 def test_without_the_serve_extra_it_says_how_to_install(monkeypatch, capsys, toy_run):
-    for name in [m for m in sys.modules if m.split(".")[0] in ("fastapi", "uvicorn") or m == "seq2seq.serve"]:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("fastapi", "uvicorn") or m.startswith("seq2seq.serve")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "fastapi", None)  # makes `import fastapi` raise ImportError
     with pytest.raises(SystemExit) as stop:

@@ -1,4 +1,4 @@
-"""seq2seq.batcher: requests arriving together are decoded in one batch (within the sentence and
+"""seq2seq.serve.batcher: requests arriving together are decoded in one batch (within the sentence and
 token caps), each caller gets its own results in order, equal to translating alone; a request that
 fails does not fail the others of its batch; a caller that gave up is skipped; close drains.
 """
@@ -9,8 +9,9 @@ from concurrent.futures import Future
 import pytest
 import torch
 
-from seq2seq.batcher import Batcher, BatchLimits
-from seq2seq.translate import Translator, load_model
+from seq2seq.decode.loader import load_model
+from seq2seq.decode.translator import Translator
+from seq2seq.serve.batcher import Batcher, BatchLimits
 
 
 class Recording(Translator):

@@ -4,6 +4,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from seq2seq.config import Config, ModelConfig, config_from_dict, load_config, parse_override, save_config
 from seq2seq.errors import UserError
@@ -181,7 +182,7 @@ def test_non_mapping_top_level_is_a_user_error(tmp_path):
 
 
 # --- the shipped configs -----------------------------------------------------------------------
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = REPO / "configs"
 
 
 @pytest.mark.parametrize("name", ["zh-en.yaml", "toy.yaml"])

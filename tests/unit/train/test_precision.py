@@ -1,13 +1,12 @@
-"""seq2seq.precision: which precision 'auto' picks, and bf16 weights with float32 master weights."""
+"""seq2seq.train.precision: which precision 'auto' picks, and bf16 weights with float32 master weights."""
 
 import pytest
 import torch
 from torch import nn
 
-import seq2seq.precision as precision
 from seq2seq.config import ModelConfig
-from seq2seq.model import Transformer
-from seq2seq.precision import MasterWeights, resolve_precision
+from seq2seq.model.transformer import Transformer
+from seq2seq.train.precision import MasterWeights
 
 CFG = ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, dropout=0.0)
 
@@ -28,20 +27,6 @@ def _loss(model: nn.Module) -> torch.Tensor:
     src, tgt_in, tgt_out = _batch()
     logits = model(src, tgt_in).float()
     return nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=0)
-
-
-@pytest.mark.parametrize("fast", [True, False])
-def test_auto_on_cpu_follows_native_bf16(monkeypatch, fast):
-    monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda: fast)
-    assert resolve_precision("auto", torch.device("cpu")) == ("bf16-autocast" if fast else "float32")
-    for explicit in ("float32", "bf16", "bf16-autocast"):
-        assert resolve_precision(explicit, torch.device("cpu")) == explicit
-
-
-@pytest.mark.parametrize("supported", [True, False])
-def test_auto_on_cuda_autocasts(monkeypatch, supported):
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
-    assert resolve_precision("auto", torch.device("cuda")) == ("bf16-autocast" if supported else "float32")
 
 
 def test_work_copy_is_bf16_and_keeps_tied_weights_tied():

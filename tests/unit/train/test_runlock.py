@@ -1,4 +1,4 @@
-"""seq2seq.runlock: one trainer per run directory; a lock whose owner died is taken over."""
+"""seq2seq.train.runlock: one trainer per run directory; a lock whose owner died is taken over."""
 
 import os
 import signal
@@ -9,9 +9,9 @@ import pytest
 from conftest import CLI_ENV, TOY, one_line_error, run_cli, sets
 
 from seq2seq.errors import UserError
-from seq2seq.runlock import LOCK_NAME, RunLock
+from seq2seq.train.runlock import LOCK_NAME, RunLock
 
-HOLD = "import sys, time; from seq2seq.runlock import RunLock; RunLock(sys.argv[1]).__enter__(); print('held', flush=True); time.sleep(120)"  # noqa: E501
+HOLD = "import sys, time; from seq2seq.train.runlock import RunLock; RunLock(sys.argv[1]).__enter__(); print('held', flush=True); time.sleep(120)"  # noqa: E501
 
 
 @pytest.fixture

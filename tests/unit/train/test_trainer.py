@@ -1,4 +1,4 @@
-"""seq2seq.train and the command line on the toy config: the loss goes down,
+"""seq2seq.train.trainer and the command line on the toy config: the loss goes down,
 resume continues exactly, the run directory holds everything, the schedule has
 the right shape, config errors are one line, and the verbs work end to end.
 
@@ -17,11 +17,11 @@ import pytest
 import torch
 from conftest import CLI_ENV, REPO, TOY, metrics_records, toy_train_args
 
-import seq2seq.train as train_module
+import seq2seq.train.trainer as train_module
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import TrainConfig, load_config
-from seq2seq.signals import stop_deferred
-from seq2seq.train import Trainer, budget_used, dev_loss, even_sample, lr_factor
+from seq2seq.train.signals import stop_deferred
+from seq2seq.train.trainer import Trainer, budget_used, dev_loss, even_sample, lr_factor
 
 # Small and quick: one thread (a shared CPU), few dev sentences decoded per validation.
 FAST = ["train.threads=1", "train.eval_sentences=5", "train.device=cpu"]

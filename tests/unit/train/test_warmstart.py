@@ -8,7 +8,7 @@ from conftest import REPO, TOY, TOY_SRC, TOY_TGT, metrics_records, run_cli, toy_
 
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
-from seq2seq.train import Trainer
+from seq2seq.train.trainer import Trainer
 
 
 @pytest.fixture

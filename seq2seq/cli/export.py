@@ -1,0 +1,33 @@
+"""``seq2seq export``: a trained model in another inference engine's format (CTranslate2)."""
+
+import argparse
+
+from seq2seq.errors import UserError
+from seq2seq.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="convert a trained model for another inference engine (CTranslate2)")
+    p.add_argument("path", nargs="?", help="run directory or checkpoint file (the same as --model)")
+    p.add_argument("--model", help="run directory or checkpoint file")
+    p.add_argument("--to", choices=["ctranslate2"], default="ctranslate2", help="target format (default: %(default)s)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default="float32",
+        help="weight type stored (int8 variants: int8 matmuls; the suffix is the type of everything else; "
+        "default: %(default)s)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.path and args.model and args.path != args.model:
+        raise UserError(f"export: two models given ({args.path} and --model {args.model}); give one")
+    model = args.model or args.path
+    if not model:
+        raise UserError("export: which model? give --model RUN_DIR (a run directory or checkpoint file)")
+    out = export_ctranslate2(model, args.out, args.quantization)
+    print(f"exported {model} to {out} ({args.quantization})")
+    print(f'try: seq2seq translate --engine ctranslate2 --model {out} "今天天气很好"')

@@ -1,0 +1,55 @@
+"""``seq2seq serve``: a model behind the HTTP API and its page (the ``serve`` extra)."""
+
+import argparse
+import sys
+
+from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
+from seq2seq.cli.common import add_engine, add_models, default_run_dir, load_for, positive_int
+from seq2seq.decode.ctranslate2 import CTranslate2Translator
+from seq2seq.decode.translator import Translator
+from seq2seq.errors import UserError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve a model over HTTP: JSON API and an attention explorer page")
+    add_models(p, several=False)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    add_engine(p)
+    p.add_argument("--max-body-bytes", type=positive_int, default=64 * 1024, help="largest request body")
+    p.add_argument("--max-sentences", type=positive_int, default=64, help="most sentences in one request")
+    p.add_argument("--max-chars", type=positive_int, default=500, help="longest sentence, in characters")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a batch waits for more requests")
+    p.add_argument(
+        "--batch-sentences", type=positive_int, help="most sentences per batch (default: decode.batch_sentences)"
+    )
+    p.add_argument("--batch-tokens", type=positive_int, default=4096, help="most source tokens per batch")
+    p.set_defaults(func=run)
+
+
+def _model_step(translator: Translator, model_path: str) -> int | None:
+    """The training step of the model served (an exported model records the one it came from)."""
+    if isinstance(translator, CTranslate2Translator):
+        return translator.step
+    return load_checkpoint(resolve_checkpoint(model_path)).get("step")
+
+
+def run(args: argparse.Namespace) -> None:
+    try:
+        from seq2seq.serve.app import RequestLimits, create_app, serve
+        from seq2seq.serve.batcher import BatchLimits
+    except ImportError as err:
+        raise UserError(f"serve needs {err.name}: pip install 'seq2seq[serve]'") from None
+    model_path = args.model or default_run_dir()
+    translator = load_for(args, [model_path])
+    app = create_app(
+        translator,
+        str(model_path),
+        _model_step(translator, model_path),
+        RequestLimits(args.max_body_bytes, args.max_sentences, args.max_chars),
+        BatchLimits(args.batch_wait_ms, args.batch_sentences or translator.decode.batch_sentences, args.batch_tokens),
+    )
+    try:
+        serve(app, args.host, args.port)
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has finished the requests in flight
+        sys.exit(130)

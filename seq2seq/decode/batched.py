@@ -1,0 +1,94 @@
+"""Decoding many sentences: length-sorted batches, padding, and the dispatch to the right search.
+
+``search_ids`` is what training's validation and every translator call: it cuts the sources
+into batches of similar length, pads them, and runs greedy search, beam search, sampling or
+lexically constrained beam search (``seq2seq.decode.constrained``) on each. The searches
+themselves are plain functions over one padded batch (``seq2seq.decode.search``).
+"""
+
+from collections.abc import Iterator, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from seq2seq.config import DecodeConfig
+from seq2seq.decode.search import Hypothesis, LogitsProcessor, TokenSampler, beam_search, force_prefixes, greedy_search
+from seq2seq.special import PAD
+
+
+def beam_options(decode: DecodeConfig, beam: int, nbest: int, processors: Sequence[LogitsProcessor]) -> dict:
+    """Keyword arguments of ``beam_search`` (and ``constrained_beam_search``) from decoding settings."""
+    return dict(
+        beam=beam,
+        length_penalty=decode.length_penalty,
+        nbest=nbest,
+        max_len_a=decode.max_len_a,
+        max_len_b=decode.max_len_b,
+        no_repeat_ngram=decode.no_repeat_ngram,
+        processors=processors,
+    )
+
+
+def length_sorted_batches(lengths: Sequence[int], size: int) -> Iterator[list[int]]:
+    """Indices in batches of ``size``, shortest items first (less padding per batch)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    for start in range(0, len(order), size):
+        yield order[start : start + size]
+
+
+def pad_batch(sources: list[list[int]], device: torch.device) -> Tensor:
+    """Id lists -> (B, S) right-padded with PAD, on ``device``."""
+    width = max(len(s) for s in sources)
+    src = torch.full((len(sources), width), PAD, dtype=torch.long)
+    for row, ids in enumerate(sources):
+        src[row, : len(ids)] = torch.tensor(ids)
+    return src.to(device)
+
+
+def search_ids(
+    model: nn.Module,
+    sources: list[list[int]],
+    decode: DecodeConfig,
+    device: torch.device,
+    beam: int,
+    nbest: int = 1,
+    *,
+    sampler: TokenSampler | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
+    constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+) -> list[list[Hypothesis]]:
+    """Translate id sequences in length-sorted batches of ``decode.batch_sentences``; results in input order.
+
+    ``beam == 1`` runs greedy search (one hypothesis per sentence whatever ``nbest`` says). With
+    ``sampler``, each sentence gets ``nbest`` draws (best-scoring first) instead. ``prefixes`` (one
+    id list per source) force the start of each output; ``constraints`` (per source, a list of
+    target phrases as id lists) run lexically constrained beam search (``seq2seq.decode.constrained``).
+    """
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    for chunk in length_sorted_batches([len(s) for s in sources], decode.batch_sentences):
+        src = pad_batch([sources[i] for i in chunk], device)
+        copies = nbest if sampler is not None else 1  # sampling decodes each sentence nbest times
+        processors = [force_prefixes([prefixes[i] for i in chunk for _ in range(copies)])] if prefixes else []
+        if sampler is not None:
+            drawn = greedy_search(
+                model,
+                src.repeat_interleave(nbest, dim=0),  # (B*nbest, S): nbest rows per sentence
+                decode.max_len_a,
+                decode.max_len_b,
+                processors=processors,
+                sampler=sampler,
+            )
+            found = [sorted(drawn[j : j + nbest], key=lambda h: -h.score) for j in range(0, len(drawn), nbest)]
+        elif constraints is not None and any(constraints[i] for i in chunk):
+            from seq2seq.decode.constrained import constrained_beam_search  # it builds on this module
+
+            found = constrained_beam_search(
+                model, src, [constraints[i] for i in chunk], **beam_options(decode, beam, nbest, processors)
+            )
+        elif beam == 1:
+            found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b, processors=processors)]
+        else:
+            found = beam_search(model, src, **beam_options(decode, beam, nbest, processors))
+        for i, hyps in zip(chunk, found, strict=True):
+            results[i] = hyps
+    return results

@@ -1,0 +1,66 @@
+"""Where a model runs and in which precision: the one place that decides ``auto``.
+
+* ``resolve_device``: ``auto`` is CUDA when a GPU is present, else the CPU.
+* ``resolve_precision`` (training): ``auto`` is ``bf16-autocast`` where the device computes bf16
+  natively (CUDA GPUs with bf16, CPUs with AVX-512 BF16 or AMX), else ``float32``. What training
+  does with each precision is ``seq2seq.train.precision``.
+* ``decode_precision`` (translate, evaluate, serve): ``auto`` is ``bf16`` (a bf16 copy of the
+  weights) on the same hardware, else ``float32``.
+
+Training and decoding both import this module, so neither imports the other to find a device.
+"""
+
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seq2seq.errors import UserError
+
+DECODE_PRECISIONS = ("auto", "float32", "bf16")
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' -> CUDA when present, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device {name!r} asked for, but no CUDA GPU is available; use --device cpu")
+    return torch.device(name)
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """'auto' -> ``bf16-autocast`` where ``device`` does bf16 natively, else ``float32``; other values unchanged."""
+    if precision != "auto":
+        return precision
+    fast = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_fast_bf16()
+    return "bf16-autocast" if fast else "float32"
+
+
+def use_bf16(precision: str, device: torch.device) -> bool:
+    """Whether ``precision`` computes in bf16 on ``device`` (either way of doing it)."""
+    return resolve_precision(precision, device) != "float32"
+
+
+def autocast(device: torch.device, bf16: bool) -> Any:
+    """bf16 autocast context (or a no-op)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+
+
+def decode_precision(precision: str, device: torch.device) -> str:
+    """``auto`` -> ``bf16`` where ``device`` computes bf16 natively, else ``float32``; others unchanged."""
+    if precision not in DECODE_PRECISIONS:
+        raise UserError(f"--precision {precision!r}: choose one of {', '.join(DECODE_PRECISIONS)}")
+    if precision == "auto":
+        return "bf16" if use_bf16("auto", device) else "float32"
+    return precision

@@ -1,0 +1,96 @@
+"""seq2seq.decode.translator and the engines: what an engine lacks is refused in one line naming it,
+before anything is searched; the torch engine has every capability; the loader reads each checkpoint
+of an ensemble once; the CLI refuses an option the engine lacks before loading a model."""
+
+import pytest
+import torch
+from conftest import one_line_error, run_cli
+
+import seq2seq.decode.loader as loader
+from seq2seq.config import DecodeConfig
+from seq2seq.decode.ctranslate2 import CTranslate2Translator
+from seq2seq.decode.glossary import Glossary
+from seq2seq.decode.loader import engine_class, load_translator
+from seq2seq.decode.search import Hypothesis, TokenSampler
+from seq2seq.decode.torch_engine import TorchTranslator
+from seq2seq.decode.translator import Capabilities, Translator
+from seq2seq.errors import UserError
+from seq2seq.model.ensemble import Ensemble
+
+CPU = torch.device("cpu")
+
+
+class EchoEngine(Translator):
+    """An engine with no optional capability whose search returns each source's ids (without <end>)."""
+
+    engine = "echo"
+
+    def search(self, sources, beam, nbest, **options):
+        self.searched = sources
+        return [[Hypothesis(ids[:-1], -1.0)] for ids in sources]
+
+
+@pytest.fixture(scope="module")
+def echo(toy_run) -> EchoEngine:
+    tokenizer = load_translator([toy_run], CPU).tokenizer
+    return EchoEngine(tokenizer, DecodeConfig(), CPU, max_positions=64)
+
+
+def test_an_engine_without_a_capability_refuses_it_by_name(echo):
+    refused = {
+        "sampling": dict(sampler=TokenSampler(seed=1)),
+        "prefixes": dict(prefixes=["We"]),
+        "constraints": dict(glossary=Glossary([("北京", "Beijing")])),
+    }
+    for feature, options in refused.items():
+        with pytest.raises(UserError, match=f"the echo engine does not support {feature}; use --engine torch"):
+            echo.translate(["我们走吧。"], **options)
+    with pytest.raises(UserError, match="the echo engine does not support scoring"):
+        echo.score(["我们走吧。"], ["Let's go."])
+    with pytest.raises(UserError, match="the echo engine does not support attention"):
+        echo.attention("我们走吧。", [5, 6])
+
+
+def test_plain_translation_runs_through_the_engines_search(echo):
+    (result,) = echo.translate(["我们走吧。"], beam=2)
+    assert echo.searched == [echo.encode("我们走吧。")]
+    assert result.best.tokens == echo.encode("我们走吧。")[:-1] and result.best.score == -1.0
+
+
+def test_the_engines_declare_what_they_support():
+    assert TorchTranslator.capabilities == Capabilities(*[True] * 7)
+    assert CTranslate2Translator.capabilities.missing(
+        sampling=True, prefixes=True, constraints=True, attention=True, scoring=True, ensembles=True, trace=True
+    ) == ["sampling", "prefixes", "constraints", "attention", "scoring", "ensembles", "trace"]
+    assert engine_class("ctranslate2") is CTranslate2Translator
+    with pytest.raises(UserError, match="--engine 'onnx'"):
+        engine_class("onnx")
+
+
+def test_an_ensemble_loads_each_checkpoint_once(toy_run, monkeypatch):
+    loaded = []
+    real = loader.load_checkpoint
+    monkeypatch.setattr(loader, "load_checkpoint", lambda path: loaded.append(path) or real(path))
+    translator = load_translator([toy_run, toy_run / "best.pt"], CPU)
+    assert isinstance(translator.model, Ensemble) and len(translator.model.members) == 2
+    assert loaded == [toy_run / "best.pt", toy_run / "best.pt"]
+
+
+def test_ctranslate2_refuses_an_ensemble_before_loading(tmp_path):
+    with pytest.raises(UserError, match="the ctranslate2 engine does not support ensembles"):
+        load_translator([tmp_path / "a", tmp_path / "b"], CPU, engine="ctranslate2")
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--trace"], "--trace"),
+        (["--sample"], "--sample"),
+        (["--prefix", "We"], "--prefix"),
+        (["--glossary", "terms.tsv"], "--glossary"),
+        (["--model", "a", "--model", "b"], "--model"),
+    ],
+)
+def test_the_cli_refuses_what_ctranslate2_lacks_before_loading(tmp_path, flags, named):
+    line = one_line_error(run_cli("translate", "--engine", "ctranslate2", *flags, "你好", cwd=tmp_path))
+    assert line.startswith(f"seq2seq: error: {named} needs ") and "the ctranslate2 engine lacks" in line

@@ -1,0 +1,126 @@
+"""The packages of ``seq2seq`` form layers (see ``seq2seq/__init__.py``): a module imports only from its
+own package or from a package of a lower layer, and no chain of imports, lazy ones inside functions
+included, comes back to where it started. Parsed from the source, so nothing is imported to check it."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "seq2seq"
+# Layer of each package; "" is the top level. Packages of one layer may not import each other.
+LAYERS = {
+    "": 0,
+    "model": 1,
+    "data": 1,
+    "decode": 2,
+    "evaluate": 3,
+    "train": 4,
+    "export": 5,
+    "explain": 5,
+    "serve": 6,
+    "cli": 7,
+}
+ENTRY_POINTS = {"seq2seq.__main__": "cli"}  # ``python -m seq2seq`` runs the command line
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_of(module: str) -> str:
+    """The layer package a module belongs to ("" for the top-level modules)."""
+    if module in ENTRY_POINTS:
+        return ENTRY_POINTS[module]
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else ""
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """The seq2seq modules ``path`` imports, anywhere in the file (``from seq2seq.a import b`` counts
+    ``seq2seq.a.b`` when that is a module, else ``seq2seq.a``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "seq2seq"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "seq2seq":
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in known else node.module)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    known = {module_name(p) for p in paths}
+    return {module_name(p): imports_of(p, known) - {module_name(p)} for p in paths}
+
+
+def wrong_way(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a package into one of a higher layer, or between two packages of one layer."""
+    bad = []
+    for module, imported in graph.items():
+        here = package_of(module)
+        for target in sorted(imported):
+            there = package_of(target)
+            if there != here and LAYERS[there] >= LAYERS[here]:
+                bad.append(f"{module} ({here or 'top'}) imports {target} ({there or 'top'})")
+    return bad
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle found by a depth-first walk (each reported once, from its first module)."""
+    found, state = [], {}  # state: 1 on the current path, 2 done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                found.append(path[path.index(target) :] + [target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    return found
+
+
+def test_every_package_has_a_layer():
+    packages = {p.parent.name for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE}
+    assert packages == set(LAYERS) - {""}
+
+
+def test_imports_run_one_way():
+    graph = import_graph()
+    assert len(graph) > 40 and sum(map(len, graph.values())) > 100  # the parse saw the real package
+    assert wrong_way(graph) == []
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+@pytest.mark.parametrize(
+    "graph, expected",
+    [
+        ({"seq2seq.model.layers": {"seq2seq.decode.search"}}, "seq2seq.model.layers (model) imports"),
+        ({"seq2seq.model.layers": {"seq2seq.data.tokenizer"}}, "(model) imports seq2seq.data.tokenizer (data)"),
+        ({"seq2seq.config": {"seq2seq.train.trainer"}}, "seq2seq.config (top) imports"),
+        ({"seq2seq.train.trainer": {"seq2seq.cli"}}, "imports seq2seq.cli (cli)"),
+    ],
+)
+def test_the_check_sees_a_wrong_way_import(graph, expected):
+    (problem,) = wrong_way(graph)
+    assert expected in problem
+
+
+def test_the_check_sees_a_cycle():
+    graph = {
+        "seq2seq.decode.search": {"seq2seq.decode.constrained"},
+        "seq2seq.decode.constrained": {"seq2seq.decode.search"},
+    }
+    assert cycles(graph) == [["seq2seq.decode.constrained", "seq2seq.decode.search", "seq2seq.decode.constrained"]]
+    assert wrong_way(graph) == []  # within one package: only the cycle check catches it
