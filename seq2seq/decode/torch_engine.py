@@ -27,7 +27,14 @@ class TorchTranslator(Translator):
 
     engine = "torch"
     capabilities = Capabilities(
-        sampling=True, prefixes=True, constraints=True, attention=True, scoring=True, ensembles=True, trace=True
+        sampling=True,
+        prefixes=True,
+        constraints=True,
+        attention=True,
+        scoring=True,
+        ensembles=True,
+        trace=True,
+        explain=True,
     )
 
     def __init__(

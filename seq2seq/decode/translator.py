@@ -5,9 +5,9 @@ data was normalized), encoding with the model's SentencePiece model, truncation 
 model can read, empty lines, and detokenization. An engine subclass implements ``search`` over
 id sequences and declares in ``capabilities`` which of the optional features it has (sampling,
 forced prefixes, glossary constraints, attention weights, forced scoring, ensembles, beam
-traces); asking an engine for one it lacks is a one-line error naming the engine. The engines:
-our own decoder (``seq2seq.decode.torch_engine``) and CTranslate2 (``seq2seq.decode.ctranslate2``);
-``seq2seq.decode.loader`` builds either from a path.
+traces, the model's own tensors); asking an engine for one it lacks is a one-line error naming the
+engine. The engines: our own decoder (``seq2seq.decode.torch_engine``) and CTranslate2
+(``seq2seq.decode.ctranslate2``); ``seq2seq.decode.loader`` builds either from a path.
 """
 
 import sys
@@ -38,6 +38,7 @@ class Capabilities:
     scoring: bool = False  # forced decoding: the log-probability of a given translation
     ensembles: bool = False  # several models decoded as one
     trace: bool = False  # the beams of every step of one sentence's search
+    explain: bool = False  # the model's own tensors, for ``seq2seq explain``
 
     def missing(self, **wanted: bool) -> list[str]:
         """The names among ``wanted`` (name=True) that this engine lacks."""

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seq2seq.decode.translator import Translator
+from seq2seq.explain.routes import add_explain_routes
 from seq2seq.serve.batcher import Batcher, BatchLimits, Result
 
 MAX_BEAM = 32  # the search keeps 2·beam candidates per sentence and step: beyond this it is a mistake
@@ -256,6 +257,7 @@ def create_app(
     async def index() -> HTMLResponse:
         return HTMLResponse(page)
 
+    add_explain_routes(app, translator, limits.max_chars)
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     return app
 

@@ -129,3 +129,15 @@ def test_bench_search_options_reports_every_mode(tmp_path, toy_run):
         assert row["sentences_per_s"] > 0 and 0 <= row["bleu"] <= 100
     (glossary,) = [row for row in report["rows"] if "sentences_with_terms" in row]
     assert glossary["all_terms_in_output"] <= glossary["sentences_with_terms"]
+
+
+def test_bench_explain_times_the_report(tmp_path, toy_run):
+    out = tmp_path / "explain.json"
+    done = _run(
+        "scripts/bench_explain.py", "--model", str(toy_run), "--repeats", "2", "--threads", "1", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["build_s"]["runs"] and 0 < report["build_s"]["min"] <= report["build_s"]["max"]
+    assert report["first_build_s"] > 0 and report["page_bytes"] > report["json_bytes"] > 0
+    assert report["source_pieces"] > 1 and "report of" in done.stdout

@@ -58,10 +58,17 @@ def test_plain_translation_runs_through_the_engines_search(echo):
 
 
 def test_the_engines_declare_what_they_support():
-    assert TorchTranslator.capabilities == Capabilities(*[True] * 7)
+    assert TorchTranslator.capabilities == Capabilities(*[True] * 8)
     assert CTranslate2Translator.capabilities.missing(
-        sampling=True, prefixes=True, constraints=True, attention=True, scoring=True, ensembles=True, trace=True
-    ) == ["sampling", "prefixes", "constraints", "attention", "scoring", "ensembles", "trace"]
+        sampling=True,
+        prefixes=True,
+        constraints=True,
+        attention=True,
+        scoring=True,
+        ensembles=True,
+        trace=True,
+        explain=True,
+    ) == ["sampling", "prefixes", "constraints", "attention", "scoring", "ensembles", "trace", "explain"]
     assert engine_class("ctranslate2") is CTranslate2Translator
     with pytest.raises(UserError, match="--engine 'onnx'"):
         engine_class("onnx")
