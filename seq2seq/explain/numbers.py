@@ -21,7 +21,7 @@ def rounded(values: Tensor, decimals: int = DECIMALS) -> list:
 
 def number(value: float | Tensor, decimals: int = DECIMALS) -> float:
     """One float (or 0-d tensor) with ``decimals`` decimals."""
-    value = float(value)
+    value = float(value.detach()) if isinstance(value, Tensor) else float(value)
     if not math.isfinite(value):
         raise ValueError("a report value is not finite")
     return round(value, decimals)

@@ -46,7 +46,7 @@ def add_explain_routes(app: FastAPI, translator: Translator, max_chars: int) -> 
         except UserError as err:
             return JSONResponse({"error": str(err)}, status_code=422)
 
-    @app.get("/explain", response_class=HTMLResponse, include_in_schema=False)
+    @app.get("/explain", response_class=HTMLResponse, response_model=None, include_in_schema=False)
     async def explain_page(
         text: str | None = None, ref: str | None = None, layer: int = 0, head: int = 0
     ) -> HTMLResponse | JSONResponse:
@@ -55,7 +55,7 @@ def add_explain_routes(app: FastAPI, translator: Translator, max_chars: int) -> 
         report = await report_or_error(text, ref, layer, head)
         return report if isinstance(report, JSONResponse) else HTMLResponse(render_page(report, served=True))
 
-    @app.get("/explain.json")
+    @app.get("/explain.json", response_model=None)
     async def explain_json(text: str, ref: str | None = None, layer: int = 0, head: int = 0) -> JSONResponse:
         """The report of one sentence: what the page at /explain draws."""
         report = await report_or_error(text, ref, layer, head)

@@ -1,7 +1,7 @@
 """seq2seq.explain.scaling: the head shown step by step is the model's own (its weights are the ones
 the model used, rows sum to 1), and on the same scores the softmax without the √K division is
-sharper — a higher largest weight, a lower entropy — with a smaller Jacobian, in every head of a
-tiny seeded model; the statistics themselves match hand computations and autograd."""
+sharper — a higher largest weight, a lower entropy — with a smaller Jacobian, on tiny seeded
+models; the statistics themselves match hand computations and autograd."""
 
 import math
 
@@ -46,14 +46,27 @@ def test_the_head_shown_is_the_one_the_model_ran(model):
 
 
 @pytest.mark.parametrize("shape", [{}, {"d_model": 64, "heads": 1}])  # K = 8 and K = 64
-def test_without_the_division_the_softmax_is_sharper_and_its_gradient_smaller(shape):
+def test_without_the_division_the_softmax_is_sharper(shape):
+    """Softmax of βz sharpens as β grows, so this holds for every head."""
     calls = _encoder_calls(build_tiny_model(**shape))
     for row in head_section(calls, 0, 0)["summary"]:
         scaled, unscaled = row["scaled"], row["unscaled"]
         assert unscaled["spread"] > scaled["spread"]
         assert unscaled["largest"] > scaled["largest"], row
         assert unscaled["entropy"] < scaled["entropy"], row
-        assert unscaled["jacobian"] < scaled["jacobian"], row
+
+
+def test_without_the_division_the_softmax_gradient_is_smaller():
+    """At the recipe's head width (K = 64) in every head; at K = 8 on average over the heads. The norm
+    of the Jacobian is not monotone in the sharpness — a near-uniform row gains some as it sharpens
+    before it loses it all — so a head of small K with narrow scores can come out slightly above
+    (docs/explain.md); what the division prevents is the wide spread of large K."""
+    wide = head_section(_encoder_calls(build_tiny_model(d_model=64, heads=1)), 0, 0)["summary"]
+    for row in wide:
+        assert row["unscaled"]["jacobian"] < row["scaled"]["jacobian"], row
+    narrow = head_section(_encoder_calls(build_tiny_model()), 0, 0)["summary"]
+    mean = {side: sum(row[side]["jacobian"] for row in narrow) / len(narrow) for side in ("scaled", "unscaled")}
+    assert mean["unscaled"] < mean["scaled"]
 
 
 def test_softmax_depends_on_the_spread_not_the_size_of_the_scores():
@@ -61,7 +74,8 @@ def test_softmax_depends_on_the_spread_not_the_size_of_the_scores():
     assert near["rows"]["largest"] == [pytest.approx(0.6652, abs=1e-4)]  # softmax([0, 1, 2]), not one-hot
     assert near["rows"]["spread"] == [2.0]
     wide = softmax_summary(torch.tensor([[0.0, 10.0, 20.0]]), None)
-    assert wide["rows"]["largest"][0] > 0.9999 and wide["rows"]["jacobian"][0] < 1e-4
+    assert wide["rows"]["largest"][0] > 0.9999
+    assert wide["rows"]["jacobian"][0] <= 1e-4 < near["rows"]["jacobian"][0] / 1000  # saturated: almost no gradient
 
 
 def test_masked_keys_are_left_out():
