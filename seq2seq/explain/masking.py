@@ -92,7 +92,9 @@ def nan_experiment(model: Transformer, src: Tensor) -> list[dict]:
     return cases
 
 
-def masks_section(model: Transformer, src: Tensor, tgt_in: Tensor, source_pieces: list, input_pieces: list) -> dict:
+def masks_section(
+    model: Transformer, src: Tensor, tgt_in: Tensor, source_pieces: list[list[str]], input_pieces: list[list[str]]
+) -> dict:
     """Grids and experiment for a padded batch: src (B, S), tgt_in (B, T), with each sentence's labels."""
     return {
         "source_pieces": source_pieces,  # B lists of S labels (padding shown as <pad>)
