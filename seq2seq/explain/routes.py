@@ -55,7 +55,8 @@ def add_explain_routes(app: FastAPI, translator: Translator, max_chars: int) -> 
         report = await report_or_error(text, ref, layer, head)
         return report if isinstance(report, JSONResponse) else HTMLResponse(render_page(report, served=True))
 
-    @app.get("/explain.json", response_model=None)
+    # Out of the OpenAPI schema, like the page: the schema describes the translation API.
+    @app.get("/explain.json", response_model=None, include_in_schema=False)
     async def explain_json(text: str, ref: str | None = None, layer: int = 0, head: int = 0) -> JSONResponse:
         """The report of one sentence: what the page at /explain draws."""
         report = await report_or_error(text, ref, layer, head)

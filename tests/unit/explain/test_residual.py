@@ -16,7 +16,7 @@ from seq2seq.explain.residual import residual_section
 def test_rows_are_the_models_add_and_norms(norm):
     model = build_tiny_model(norm=norm)
     src, tgt = random_batch()
-    with recording(model) as found:
+    with torch.no_grad(), recording(model) as found:
         model(src, tgt)
     section = residual_section(found.residual, norm == "pre")
     assert section["norm"] == norm
