@@ -130,14 +130,14 @@ class Remote:
     retry: Retry = Retry()
 
     def fetch(self, base: str, name: str) -> tuple[Path, str]:
-        """Download ``name`` (a key of PINS) from ``base`` (or the mirror); return (local file, URL)."""
+        """Download ``name`` (a key of PINS) from ``base`` (or the mirror); return (local file, "URL (sha256 …)")."""
         url = f"{(self.mirror or base).rstrip('/')}/{name}"
         dest = self.downloads / Path(name).name
         try:
-            download(url, dest, sha256=PINS[name], allow_unpinned=self.allow_unpinned, retry=self.retry)
+            digest = download(url, dest, sha256=PINS[name], allow_unpinned=self.allow_unpinned, retry=self.retry)
         except DownloadError as e:
             raise FetchError(str(e)) from None
-        return dest, url
+        return dest, f"{url} (sha256 {digest})"
 
 
 @dataclass(frozen=True)
@@ -476,9 +476,9 @@ def convert_manythings(text: str, tmp: Path, source: str, overlap: Overlap | Non
 def fill(tmp: Path, local: Path | None, remote: Remote = Remote(), overlap: Overlap | None = None) -> tuple[int, str]:
     """Write the manythings corpus into the empty directory ``tmp``; return (pairs, description of the source)."""
     if local is None:
-        archive, url = remote.fetch(MANYTHINGS, ZIP_NAME)
-        result = convert_manythings(tsv_from_zip(archive.read_bytes(), url), tmp, url, overlap)
-        return result.pairs, f"download {url}, {result.describe()}"
+        archive, origin = remote.fetch(MANYTHINGS, ZIP_NAME)
+        result = convert_manythings(tsv_from_zip(archive.read_bytes(), str(archive)), tmp, origin, overlap)
+        return result.pairs, f"download {origin}, {result.describe()}"
     if not local.exists():
         raise FetchError(f"local data path {local} does not exist; {WHAT_TO_DO}")
     if local.is_dir():
@@ -762,10 +762,10 @@ def fill_tatoeba_full(tmp: Path, local: Sequence[Path], remote: Remote, overlap:
         exports = TatoebaExports.find(local)
         source = "local " + ", ".join(str(p) for p in (exports.cmn, exports.eng, exports.links))
     else:
-        (cmn, cmn_url), (eng, eng_url), (links, links_url) = (
+        (cmn, cmn_origin), (eng, eng_origin), (links, links_origin) = (
             remote.fetch(TATOEBA_EXPORTS, name) for name in TATOEBA_FILES
         )
-        exports, source = TatoebaExports(cmn, eng, links), f"download {cmn_url}, {eng_url}, {links_url}"
+        exports, source = TatoebaExports(cmn, eng, links), f"download {cmn_origin}, {eng_origin}, {links_origin}"
     return build_tatoeba_full(exports, tmp, overlap, source)
 
 

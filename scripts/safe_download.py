@@ -112,7 +112,7 @@ def download(
                     f"rerun to resume from {part}, or download it by hand and pass --local"
                 ) from None
             wait = retry.wait_s(attempt)
-            log(f"fetch_data: {url}: {failure}; retry {attempt + 1}/{retry.attempts} in {wait:g} s")
+            log(f"fetch_data: {url}: {failure}; attempt {attempt + 1}/{retry.attempts} in {wait:g} s")
             sleep(wait)
     got = file_sha256(part)
     if sha256 is not None and got != sha256:
