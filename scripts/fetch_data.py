@@ -57,7 +57,6 @@ import argparse
 import bz2
 import contextlib
 import gzip
-import hashlib
 import io
 import itertools
 import json
@@ -75,6 +74,7 @@ from typing import IO, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # safe_download beside this script, however it is loaded
 from safe_download import DownloadError, Retry, download  # noqa: E402
+from safe_download import file_sha256 as sha256  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "data" / "tatoeba-cmn-eng"
@@ -168,15 +168,6 @@ def overlap_note(dropped: int | None) -> str:
 def count_lines(text: str) -> int:
     """Number of lines in ``text``, counting a last line without a newline (only ``\\n`` ends a line)."""
     return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-
-
-def sha256(path: Path) -> str:
-    """Hex sha256 of a file."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def decode(data: bytes, where: str) -> str:

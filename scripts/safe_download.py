@@ -91,7 +91,7 @@ def download(
     if sha256 is None and not allow_unpinned:
         raise DownloadError(
             f"{url} has no pinned sha256, so what it serves cannot be verified; "
-            "rerun with --allow-unpinned to accept it (its digest is printed for pinning)"
+            "rerun with --allow-unpinned to accept it (make: FETCH_FLAGS=--allow-unpinned); its digest is printed"
         )
     if dest.is_file():
         have = file_sha256(dest)
@@ -108,7 +108,7 @@ def download(
         except _Retryable as failure:
             if attempt == retry.attempts:
                 raise DownloadError(
-                    f"download of {url} failed {retry.attempts} times (last: {failure}); "
+                    f"download of {url} gave up after {retry.attempts} attempts (the last: {failure}); "
                     f"rerun to resume from {part}, or download it by hand and pass --local"
                 ) from None
             wait = retry.wait_s(attempt)

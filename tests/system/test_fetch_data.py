@@ -463,7 +463,9 @@ def test_download_gives_up_after_its_attempts_and_keeps_the_part(tmp_path: Path,
     loopback.stall_after["/f.bin"] = 10  # every request: 10 more bytes, then the connection ends short
     loopback.release.set()
     dest = tmp_path / "f.bin"
-    with pytest.raises(safe_download.DownloadError, match=r"failed 2 times \(last: connection closed after 20 of 1000"):
+    with pytest.raises(
+        safe_download.DownloadError, match=r"gave up after 2 attempts \(the last: connection closed after 20 of 1000"
+    ):
         safe_download.download(
             f"{loopback.url}/f.bin",
             dest,
