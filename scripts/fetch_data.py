@@ -767,7 +767,8 @@ def hsk_sentences_file(local: Path | None, allow_unpinned: bool) -> tuple[Path, 
     """(sentences.json, the package version or "", description) from ``local`` or the installed package.
 
     The package's file is checked against HSK_PINS for its version; a version without a pin is
-    refused unless ``allow_unpinned``. A local file is the user's own copy and only has its digest reported.
+    refused unless ``allow_unpinned``. A local file is the user's own copy: its digest is reported, with
+    the release whose pin it matches (then named in the attribution, as for the package).
     """
     if local is not None:
         if local.is_dir():
@@ -778,7 +779,10 @@ def hsk_sentences_file(local: Path | None, allow_unpinned: bool) -> tuple[Path, 
             local = found
         if not local.is_file():
             raise FetchError(f"local data path {local} does not exist; {HSK_WHAT_TO_DO}")
-        return local, "", f"local {local} (sha256 {sha256(local)})"
+        digest = sha256(local)
+        release = next((release for release, pinned in HSK_PINS.items() if pinned == digest), "")
+        known = f", that of {HSK_PACKAGE} {release}" if release else ""
+        return local, release, f"local {local} (sha256 {digest}{known})"
     try:
         from importlib.metadata import PackageNotFoundError, version
         from importlib.resources import files
