@@ -154,7 +154,7 @@ def _attempt(url: str, part: Path, timeout_s: float) -> None:
         with part.open("ab" if resumed else "wb", buffering=0) as f:
             while True:
                 try:
-                    chunk = response.read(CHUNK)
+                    chunk = response.read1(CHUNK)  # what has arrived: read() would wait for a whole chunk
                 except (http.client.HTTPException, OSError) as e:  # a write error below is not retried
                     raise _Retryable(f"connection lost after {received} bytes ({e or type(e).__name__})") from None
                 if not chunk:
