@@ -177,7 +177,7 @@ def create_app(
     batch_limits: BatchLimits | None = None,
 ) -> FastAPI:
     """The application; its batcher starts with the app's lifespan and drains when it ends."""
-    page = resources.files("seq2seq.serve.app").joinpath("static/index.html").read_text(encoding="utf-8")
+    page = resources.files("seq2seq.serve").joinpath("static/index.html").read_text(encoding="utf-8")
     state: dict[str, Batcher] = {}
 
     @asynccontextmanager
