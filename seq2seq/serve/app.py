@@ -211,7 +211,7 @@ def create_app(
     ``cors_origins``: the origins whose pages may call the API from a browser (none by default).
     """
     queue_limits = queue_limits or QueueLimits()
-    page = resources.files("seq2seq.serve.app").joinpath("static/index.html").read_text(encoding="utf-8")
+    page = resources.files("seq2seq.serve").joinpath("static/index.html").read_text(encoding="utf-8")
     metrics = ServeMetrics()
     state: dict[str, Batcher] = {}
 
@@ -351,7 +351,8 @@ def create_app(
 
 def serve(app: FastAPI, host: str, port: int, timeout_s: float) -> None:
     """Run until SIGTERM/Ctrl-C: uvicorn then stops accepting, finishes the requests in flight, and
-    re-raises the signal, so the process ends with that signal's exit status.
+    re-raises the signal, so the process ends with that signal's exit status (Ctrl-C: KeyboardInterrupt
+    out of here; ``uvicorn.run`` would swallow it and exit 0, hence its Server).
 
     Each request ends by its deadline (``timeout_s``), so the shutdown's grace is that plus a second;
     past it uvicorn cancels what is left, which only a request stuck past its own deadline could be.
@@ -359,4 +360,5 @@ def serve(app: FastAPI, host: str, port: int, timeout_s: float) -> None:
     import uvicorn
 
     grace = math.ceil(timeout_s) + 1
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=grace)
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=grace)
+    uvicorn.Server(config).run()

@@ -99,7 +99,7 @@ def test_overload_malformed_slow_and_vanishing_clients_then_sigterm(toy_run):
         # Each request counted once: a client that stayed saw the status counted for it, one that left
         # has some status counted (499 if it left before its answer); the /metrics requests are 200s too.
         served = _served(samples)
-        seen = Counter([200] * (len(warm) + polls - 1) + statuses)
+        seen = Counter([200] * (1 + len(warm) + polls - 1) + statuses)  # 1: serve_process's /health
         assert all(served.get(status, 0) >= n for status, n in seen.items()), (served, seen)
         assert sum(served.values()) == sum(seen.values()) + sum(1 for o in outcomes if o.reply is None)
         assert rss_mib(process.pid) - rss_before < RSS_BOUND_MIB

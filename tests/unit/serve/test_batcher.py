@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from seq2seq.decode.loader import load_model
-from seq2seq.decode.translator import Translator
+from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.serve.batcher import Batcher, BatchLimits, DeadlineExceeded, QueueDepth, QueueFull, QueueLimits
 
 
-class Recording(Translator):
+class Recording(TorchTranslator):
     """The toy run's translator that records every batch and fails a batch holding "💥"."""
 
     def __init__(self, *args) -> None:
@@ -61,7 +61,7 @@ def test_requests_arriving_together_share_one_batch_and_get_their_own_results(tr
     finally:
         batcher.close()
     assert translator.batches == [["我们去散步。", "你好。", "今天天气很好。", "他昨天去了北京。"]]
-    alone = [[t.best.text for t in Translator.translate(translator, s, beam)] for s, beam in jobs]
+    alone = [[t.best.text for t in TorchTranslator.translate(translator, s, beam)] for s, beam in jobs]
     assert got == alone
 
 
@@ -97,7 +97,7 @@ def test_a_failing_request_does_not_fail_the_others(translator):
             bad.result(timeout=60)
         with pytest.raises(RuntimeError):  # what sentencepiece raises for it
             unreadable.result(timeout=60)
-        assert _texts(good) == [t.best.text for t in Translator.translate(translator, ["你好。"], 2)]
+        assert _texts(good) == [t.best.text for t in TorchTranslator.translate(translator, ["你好。"], 2)]
         assert len(_texts(other)) == 1
     finally:
         batcher.close()
