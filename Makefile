@@ -8,8 +8,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The CPU build of torch; override (e.g. TORCH=torch) for a CUDA machine.
 TORCH ?= torch==2.13.0
-# Where scripts/fetch_data.py takes the corpus from; empty = download it.
+# Where scripts/fetch_data.py takes each corpus from; empty = download it (data/README.md).
 SEQ2SEQ_DATA_LOCAL ?= $(wildcard ../shared/data/tatoeba-cmn-eng)
+SEQ2SEQ_TATOEBA_FULL_LOCAL ?= $(wildcard ../shared/data/tatoeba-cmn-eng-full)
+SEQ2SEQ_HSK_LOCAL ?= $(wildcard ../shared/data/hsk-zh-en)
+# Flags for every fetch; downloads that have no pinned sha256 need FETCH_FLAGS=--allow-unpinned.
+FETCH_FLAGS ?=
 CONFIG ?= configs/zh-en.yaml
 
 .PHONY: train test lint data lexicon bench clean
@@ -18,13 +22,20 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,ct2,zh,lexicon,serve]"
+	$(BIN)/python -m pip install -q -e ".[dev,ct2,zh,lexicon,serve,hsk]"
 	touch $@
 
 data/tatoeba-cmn-eng/all.zh: | $(BIN)/.installed
-	SEQ2SEQ_DATA_LOCAL="$(SEQ2SEQ_DATA_LOCAL)" $(BIN)/python scripts/fetch_data.py
+	SEQ2SEQ_DATA_LOCAL="$(SEQ2SEQ_DATA_LOCAL)" $(BIN)/python scripts/fetch_data.py $(FETCH_FLAGS)
 
-data: data/tatoeba-cmn-eng/all.zh
+data/tatoeba-cmn-eng-full/all.zh: | $(BIN)/.installed
+	SEQ2SEQ_TATOEBA_FULL_LOCAL="$(SEQ2SEQ_TATOEBA_FULL_LOCAL)" $(BIN)/python scripts/fetch_data.py --corpus tatoeba-full $(FETCH_FLAGS)
+
+data/hsk-zh-en/all.zh: | $(BIN)/.installed
+	SEQ2SEQ_HSK_LOCAL="$(SEQ2SEQ_HSK_LOCAL)" $(BIN)/python scripts/fetch_data.py --corpus hsk $(FETCH_FLAGS)
+
+# The default recipe reads Tatoeba-full and HSK; the 24k recipe and the CC-CEDICT one read tatoeba-cmn-eng.
+data: data/tatoeba-cmn-eng-full/all.zh data/hsk-zh-en/all.zh data/tatoeba-cmn-eng/all.zh
 
 data/cedict/all.zh: | $(BIN)/.installed
 	$(BIN)/python scripts/fetch_data.py --lexicon cedict

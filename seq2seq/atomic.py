@@ -7,9 +7,16 @@ the temporary file itself; its name marks it (``.NAME.XXXX.tmp``) and
 ``remove_partial_writes`` clears it once the run directory is known to be ours (the run
 lock is held), since no other writer can be mid-way then.
 
+The rename is an entry in the directory, which the file's fsync does not write: until the
+directory is fsynced too, a power cut can undo it (the old file back, or none), which a
+``kill -9`` cannot, since the kernel still holds it. So every rename here is followed by an fsync
+of its directory, and a directory built elsewhere (the data cache's entries) is installed by
+``install_directory``: its files and itself fsynced, renamed, then its parent fsynced.
+
 A failure to write (a full disk, a read-only directory) is a ``UserError`` naming the file.
 """
 
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -57,6 +64,58 @@ def write_atomically(path: Path, write: Callable[[Writable], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _durable(path)
+
+
+def _durable(path: Path) -> None:
+    """fsync the directory holding ``path``, just renamed into it; a failure is a UserError naming it."""
+    try:
+        fsync_directory(path.parent)
+    except OSError as err:
+        raise UserError(
+            f"cannot make {path} durable ({err.strerror or err}): it is in place, but a power cut may undo it"
+        ) from None
+
+
+def fsync_directory(directory: Path) -> None:
+    """Write ``directory``'s entries (the renames made in it) to the disk.
+
+    Not on Windows, where a directory cannot be opened like this (NTFS journals the rename). A file
+    system that cannot sync a directory says EINVAL; there is nothing more to do on it, so that is
+    not an error.
+    """
+    if os.name == "nt":
+        return
+    try:
+        _fsync(directory)
+    except OSError as err:
+        if err.errno != errno.EINVAL:
+            raise
+
+
+def install_directory(built: Path, target: Path) -> None:
+    """Rename the directory ``built`` (complete, beside ``target``) to ``target``, durably.
+
+    Every file under ``built`` and every directory are fsynced first, so that once the parent's fsync
+    has recorded the rename no power cut can show ``target`` with a file missing or short (the data
+    cache writes its files with plain writes: nothing reads them before this rename). Raises OSError if
+    ``target`` exists and is not empty (someone else installed it first). POSIX only, like the data
+    cache's lock.
+    """
+    built, target = Path(built), Path(target)
+    for path in sorted(built.rglob("*")):
+        _fsync(path)
+    fsync_directory(built)
+    os.replace(built, target)
+    fsync_directory(target.parent)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class _Recording:

@@ -32,6 +32,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError("must be a finite number > 0")
+    return value
+
+
 def default_run_dir() -> str:
     """The run directory of the default recipe, for translate/evaluate (``runs/zh-en`` away from the repository)."""
     return load_config(DEFAULT_CONFIG).train.run_dir if Path(DEFAULT_CONFIG).is_file() else "runs/zh-en"

@@ -30,6 +30,7 @@ from typing import TypeVar
 
 import torch
 
+from seq2seq.atomic import install_directory
 from seq2seq.config import DataConfig
 from seq2seq.data.cache import cache_key, install_into_run, is_complete, locked, read_split, write_lines
 from seq2seq.data.corpus import Split, SpooledSplits, corpus_key, corpus_pairs, make_splits, pair_chunks
@@ -224,7 +225,7 @@ def prepare_data(cfg: DataConfig, run_dir: Path | None = None, tokenizer: Tokeni
             tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".build-"))
             try:
                 _build(cfg, tmp, tokenizer)
-                tmp.rename(directory)  # atomic: a half-built cache is never seen
+                install_directory(tmp, directory)  # atomic and durable: a half-built cache is never seen
             except OSError:  # another process finished first
                 if not (directory / "report.json").is_file():
                     raise

@@ -1,39 +1,57 @@
 """``seq2seq serve``: a trained model behind an HTTP API (FastAPI on uvicorn) and a web page.
 
-``POST /translate`` translates one sentence or a list, ``GET /health`` describes the model and
-``GET /`` serves the attention explorer (``seq2seq/serve/static/index.html``). Requests are decoded by
-a ``Batcher``: its worker thread owns the model, so the event loop only waits on futures. Every
-error is a JSON body ``{"error": "…"}`` (plus ``limit`` when a configurable cap was exceeded);
-no endpoint reads or writes a file named by a request.
+``POST /translate`` translates one sentence or a list, ``GET /health`` describes the model and the
+queue, ``GET /metrics`` gives the counters in the Prometheus text format and ``GET /`` serves the
+attention explorer (``seq2seq/serve/static/index.html``). Requests are decoded by a ``Batcher``: its
+worker thread owns the model, so the event loop only waits on futures. Every error is a JSON body
+``{"error": "…"}`` (plus ``limit`` when a configurable cap was exceeded); no endpoint reads or
+writes a file named by a request.
+
+Every request has a deadline, ``--request-timeout-s`` after its headers arrived (a client may ask
+for less with ``timeout_ms``): reading its body, waiting in the queue and decoding all count. At
+the deadline the answer is a 504 and a request still waiting leaves the queue; a client that
+disconnects while its request waits takes it out of the queue too. The queue is bounded
+(``QueueLimits``): past it a 503 with ``Retry-After`` at once, and ``/health`` says ``ready: false``
+(status 503) for a load balancer to route around. So every request ends within its deadline, and
+a stopped server (SIGTERM) exits within the deadline plus the batch it was decoding.
 """
 
 import asyncio
+import math
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive
 
 from seq2seq.decode.translator import Translator
 from seq2seq.explain.routes import add_explain_routes
-from seq2seq.serve.batcher import Batcher, BatchLimits, Result
+from seq2seq.serve.batcher import Batcher, BatchLimits, DeadlineExceeded, QueueFull, QueueLimits, Result
+from seq2seq.serve.metrics import ServeMetrics
+from seq2seq.serve.middleware import CLIENT_GONE, ApiKey, CountResponses, RequestBody, json_error
 
 MAX_BEAM = 32  # the search keeps 2·beam candidates per sentence and step: beyond this it is a mistake
 
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """Caps on one request; over a cap is a 413 naming it (the flags of ``seq2seq serve``)."""
+    """Caps on one request (the flags of ``seq2seq serve``): over a size cap is a 413 naming it; past
+    ``timeout_s`` after it arrived, a 504 (408 while its body is still coming)."""
 
     max_body_bytes: int = 64 * 1024
     max_sentences: int = 64
     max_chars: int = 500
+    timeout_s: float = 30.0
 
 
 class TranslateRequest(BaseModel):
@@ -45,6 +63,9 @@ class TranslateRequest(BaseModel):
     beam: int | None = Field(None, ge=1, le=MAX_BEAM, description="beam size; 1 = greedy; default: the model's")
     nbest: int = Field(1, ge=1, le=MAX_BEAM, description="how many translations per sentence (at most beam)")
     attention: bool = Field(False, description="include every layer's and head's attention weights")
+    timeout_ms: int | None = Field(
+        None, ge=1, description="answer within this many ms or give up with a 504 (at most the server's timeout)"
+    )
 
 
 class NBestEntry(BaseModel):
@@ -82,8 +103,21 @@ class Vocabulary(BaseModel):
     target: int
 
 
+class Queue(BaseModel):
+    """What waits for a batch, the caps past which a request is refused with a 503, and the sentences of
+    the batch being gathered or decoded."""
+
+    sentences: int
+    tokens: int
+    max_sentences: int
+    max_tokens: int
+    in_batch: int
+
+
 class Health(BaseModel):
     status: str
+    ready: bool = Field(description="false while the queue is full (the answer's status is then 503)")
+    queue: Queue
     model: str
     step: int | None
     vocabulary: Vocabulary
@@ -96,42 +130,34 @@ class Error(BaseModel):
     limit: str | None = Field(None, description="the cap that was exceeded (its serve flag without --)")
 
 
-def _error(status: int, message: str, limit: str | None = None) -> JSONResponse:
-    return JSONResponse(Error(error=message, limit=limit).model_dump(exclude_none=True), status_code=status)
+async def _disconnected(receive: Receive) -> None:
+    """Returns once the client has closed its connection (the body was read before: only that can come)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
-class BodyLimit:
-    """ASGI middleware: a request body over ``max_bytes`` is answered 413 before the app parses it."""
+async def _outcome(future: Future, receive: Receive, deadline: float) -> list[Result] | None:
+    """The request's results; None if its client disconnected first; ``DeadlineExceeded`` at ``deadline``.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        too_big = _error(413, f"request body over {self.max_bytes} bytes", "max-body-bytes")
-        declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if not declared.isdigit() or int(declared) > self.max_bytes:
-            return await too_big(scope, receive, send)
-        body, more = b"", True
-        while more:  # read it all (chunked bodies declare no length) while counting
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > self.max_bytes:
-                return await too_big(scope, receive, send)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
+    Either way a request still waiting is cancelled, which takes it out of the queue; one already in a
+    batch runs to the batch's end and its results are dropped.
+    """
+    answer = asyncio.wrap_future(future)
+    gone = asyncio.ensure_future(_disconnected(receive))
+    try:
+        done, _ = await asyncio.wait(
+            {answer, gone}, timeout=max(0.0, deadline - time.monotonic()), return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:  # also when this coroutine is cancelled (the server's shutdown grace ran out)
+        gone.cancel()
+        if not answer.done():
+            future.cancel()  # out of the queue now, if it still waits there
+            answer.cancel()
+    if answer in done:
+        return answer.result()
+    if gone in done:
+        return None
+    raise DeadlineExceeded
 
 
 def _is_unicode(text: str) -> bool:
@@ -173,25 +199,38 @@ def _sentence_result(result: Result, nbest: int) -> SentenceResult:
 def create_app(
     translator: Translator,
     model_name: str,
-    step: int,
+    step: int | None,
     limits: RequestLimits = RequestLimits(),
     batch_limits: BatchLimits | None = None,
+    queue_limits: QueueLimits | None = None,
+    api_key: str | None = None,
+    cors_origins: Sequence[str] = (),
 ) -> FastAPI:
-    """The application; its batcher starts with the app's lifespan and drains when it ends."""
+    """The application; its batcher starts with the app's lifespan and drains when it ends.
+
+    ``api_key``: required (``Authorization: Bearer KEY``) on every path but the page and /health.
+    ``cors_origins``: the origins whose pages may call the API from a browser (none by default).
+    """
+    queue_limits = queue_limits or QueueLimits()
     page = resources.files("seq2seq.serve").joinpath("static/index.html").read_text(encoding="utf-8")
+    metrics = ServeMetrics()
     state: dict[str, Batcher] = {}
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
-        state["batcher"] = Batcher(translator, batch_limits or BatchLimits())
+        state["batcher"] = Batcher(translator, batch_limits or BatchLimits(), queue_limits, metrics)
         try:
             yield
         finally:
             await asyncio.to_thread(state["batcher"].close)
 
     errors: dict[int | str, dict[str, Any]] = {
+        401: {"model": Error, "description": "no or a wrong API key (when the server has one)"},
+        408: {"model": Error, "description": "the body did not arrive within the request's deadline"},
         413: {"model": Error, "description": "a cap exceeded (body size, sentences, characters)"},
         422: {"model": Error, "description": "malformed JSON, a wrong type, an unknown field, a value out of range"},
+        503: {"model": Error, "description": "the queue is full: retry after the Retry-After header's seconds"},
+        504: {"model": Error, "description": "no translation within the request's deadline"},
     }
     # No /docs or /redoc: FastAPI's pages load their scripts from a CDN; /openapi.json stays.
     app = FastAPI(
@@ -206,46 +245,72 @@ def create_app(
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
         if first["type"] == "json_invalid":
-            return _error(422, f"malformed JSON at character {first['loc'][-1]}: {first['ctx']['error']}")
+            return json_error(422, f"malformed JSON at character {first['loc'][-1]}: {first['ctx']['error']}")
         where = ".".join(str(part) for part in first["loc"][1:]) or "body"
-        return _error(422, f"{where}: {first['msg']}")
+        return json_error(422, f"{where}: {first['msg']}")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail))
+        return json_error(exc.status_code, str(exc.detail))
 
     @app.exception_handler(Exception)
     async def internal(_request: Request, _exc: Exception) -> JSONResponse:
-        return _error(500, "internal error while translating (see the server's log)")
+        return json_error(500, "internal error while translating (see the server's log)")
 
     @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True, responses=errors)
-    async def translate(request: TranslateRequest) -> TranslateResponse | JSONResponse:
-        sentences = [request.text] if isinstance(request.text, str) else request.text
+    async def translate(body: TranslateRequest, request: Request) -> TranslateResponse | Response:
+        sentences = [body.text] if isinstance(body.text, str) else body.text
         if len(sentences) > limits.max_sentences:
-            return _error(413, f"{len(sentences)} sentences; at most {limits.max_sentences}", "max-sentences")
+            return json_error(413, f"{len(sentences)} sentences; at most {limits.max_sentences}", "max-sentences")
         for index, sentence in enumerate(sentences):
             if not sentence.isascii() and not _is_unicode(sentence):
-                return _error(422, f"text: sentence {index} is not valid Unicode (a lone surrogate escape)")
+                return json_error(422, f"text: sentence {index} is not valid Unicode (a lone surrogate escape)")
             if len(sentence) > limits.max_chars:
-                return _error(
+                return json_error(
                     413, f"sentence {index}: {len(sentence)} characters; at most {limits.max_chars}", "max-chars"
                 )
-        if request.attention and not translator.capabilities.attention:
-            return _error(
+        if body.attention and not translator.capabilities.attention:
+            return json_error(
                 422, f"attention: the {translator.engine} engine has no attention weights (serve --engine torch)"
             )
-        beam = translator.decode.beam if request.beam is None else request.beam
-        if request.nbest > beam:
-            return _error(422, f"nbest {request.nbest} is more than beam {beam}")
-        future = state["batcher"].submit(sentences, beam, request.nbest, request.attention)
-        results = await asyncio.wrap_future(future)
-        return TranslateResponse(results=[_sentence_result(r, request.nbest) for r in results])
+        beam = translator.decode.beam if body.beam is None else body.beam
+        if body.nbest > beam:
+            return json_error(422, f"nbest {body.nbest} is more than beam {beam}")
+        timeout_s, which = limits.timeout_s, "request-timeout-s"
+        if body.timeout_ms is not None and body.timeout_ms / 1000 < timeout_s:
+            timeout_s, which = body.timeout_ms / 1000, "timeout_ms"
+        late = json_error(504, f"no translation within {timeout_s:g} s", which)
+        deadline = request.state.arrived + timeout_s
+        if time.monotonic() >= deadline:
+            return late
+        try:
+            future = state["batcher"].submit(sentences, beam, body.nbest, body.attention, deadline)
+        except QueueFull as full:
+            message = f"the server is busy ({full.limit} reached); retry in {full.retry_after_s} s"
+            return json_error(503, message, full.limit, headers={"Retry-After": str(full.retry_after_s)})
+        try:
+            results = await _outcome(future, request.receive, deadline)
+        except DeadlineExceeded:
+            return late
+        if results is None:
+            return Response(status_code=CLIENT_GONE)  # nobody to send it to: only counted
+        return TranslateResponse(results=[_sentence_result(r, body.nbest) for r in results])
 
-    @app.get("/health", response_model=Health)
-    async def health() -> Health:
+    @app.get("/health", response_model=Health, responses={503: {"model": Health, "description": "the queue is full"}})
+    async def health(response: Response) -> Health:
         tok = translator.tokenizer
+        depth = state["batcher"].depth()
+        response.status_code = 503 if depth.full else 200
         return Health(
             status="ok",
+            ready=not depth.full,
+            queue=Queue(
+                sentences=depth.sentences,
+                tokens=depth.tokens,
+                max_sentences=queue_limits.max_sentences,
+                max_tokens=queue_limits.max_tokens,
+                in_batch=depth.in_batch,
+            ),
             model=model_name,
             step=step,
             vocabulary=Vocabulary(source=tok.src_vocab_size, target=tok.tgt_vocab_size),
@@ -253,18 +318,49 @@ def create_app(
             precision=translator.precision,
         )
 
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def prometheus() -> PlainTextResponse:
+        """The server's counters in the Prometheus text format."""
+        depth = state["batcher"].depth()
+        text = metrics.render(
+            queued_sentences=depth.sentences,
+            queued_tokens=depth.tokens,
+            in_batch=depth.in_batch,
+            max_sentences=queue_limits.max_sentences,
+            max_tokens=queue_limits.max_tokens,
+        )
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> HTMLResponse:
         return HTMLResponse(page)
 
     add_explain_routes(app, translator, limits.max_chars)
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    # add_middleware wraps what was added before: the last one added is the outermost.
+    if api_key is not None:
+        app.add_middleware(ApiKey, key=api_key)
+    app.add_middleware(RequestBody, max_bytes=limits.max_body_bytes, timeout_s=limits.timeout_s)
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    app.add_middleware(CountResponses, metrics=metrics)
     return app
 
 
-def serve(app: FastAPI, host: str, port: int) -> None:
+def serve(app: FastAPI, host: str, port: int, timeout_s: float) -> None:
     """Run until SIGTERM/Ctrl-C: uvicorn then stops accepting, finishes the requests in flight, and
-    re-raises the signal, so the process ends with that signal's exit status."""
+    re-raises the signal, so the process ends with that signal's exit status (Ctrl-C: KeyboardInterrupt
+    out of here; ``uvicorn.run`` would swallow it and exit 0, hence its Server).
+
+    Each request ends by its deadline (``timeout_s``), so the shutdown's grace is that plus a second;
+    past it uvicorn cancels what is left, which only a request stuck past its own deadline could be.
+    """
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=None)
+    grace = math.ceil(timeout_s) + 1
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=grace)
+    uvicorn.Server(config).run()

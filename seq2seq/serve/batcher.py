@@ -1,20 +1,30 @@
-"""Dynamic batching for the server: requests from many clients are gathered into batches and
-decoded by one worker thread, the only thread that touches the model.
+"""Dynamic batching for the server: requests from many clients wait in one bounded queue and are
+decoded in batches by one worker thread, the only thread that touches the model.
 
 The worker takes the oldest request, then keeps gathering for at most ``max_wait_ms`` while the
 batch stays within ``max_sentences`` and ``max_tokens`` source tokens; requests of a batch that
 share beam and n-best settings are translated in one ``Translator.translate`` call. Callers get a
 ``concurrent.futures.Future``, which an event loop can await without blocking on the model.
+
+Admission: the queue holds at most ``QueueLimits`` sentences and source tokens waiting for a batch
+(the batch being decoded does not count); ``submit`` past that raises ``QueueFull`` at once, with
+an estimate of when to retry, so a burst larger than the decoder's rate is refused rather than
+turned into latency and memory for everyone. An empty queue takes any one request, so a request
+larger than the caps still runs (alone). Cancelling a request's future takes it out of the queue
+at once (its caller gave up or disconnected); a request whose deadline has passed by the time the
+worker reaches it is failed with ``DeadlineExceeded`` instead of decoded. Once a request is in a
+batch it can no longer be cancelled: a caller that leaves then costs at most that batch.
 """
 
-import queue
+import math
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 from seq2seq.decode.translator import SentenceAttention, Translation, Translator
+from seq2seq.serve.metrics import ServeMetrics
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,37 @@ class BatchLimits:
     max_tokens: int = 4096
 
 
+@dataclass(frozen=True)
+class QueueLimits:
+    """How much may wait for a batch (the ``--max-queue-*`` flags of ``seq2seq serve``)."""
+
+    max_sentences: int = 256
+    max_tokens: int = 16384
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """What waits for a batch now, whether the queue is at a cap (a new request would be refused), and
+    the sentences of the batch being gathered or decoded."""
+
+    sentences: int
+    tokens: int
+    full: bool
+    in_batch: int
+
+
+class QueueFull(Exception):
+    """``submit`` refused a request: the queue is at ``limit`` (the flag's name without --)."""
+
+    def __init__(self, limit: str, retry_after_s: int) -> None:
+        super().__init__(f"the queue is at its cap ({limit})")
+        self.limit, self.retry_after_s = limit, retry_after_s
+
+
+class DeadlineExceeded(Exception):
+    """The request's deadline passed before a batch took it."""
+
+
 @dataclass
 class Result:
     """One sentence's n-best translations and, when asked for, its attention weights."""
@@ -34,98 +75,149 @@ class Result:
     attention: SentenceAttention | None = None
 
 
-@dataclass
+@dataclass(eq=False)  # identity, not value: two equal requests are two jobs
 class _Job:
     sentences: list[str]
     beam: int
     nbest: int
     attention: bool
     future: Future
-    tokens: int = 0
+    tokens: int
+    deadline: float  # time.monotonic(); math.inf for none
+    queued: bool = True
 
 
 class Batcher:
     """Owns a Translator on one worker thread; ``submit`` from any thread, ``close`` to drain and stop."""
 
-    def __init__(self, translator: Translator, limits: BatchLimits = BatchLimits()) -> None:
-        self.translator, self.limits = translator, limits
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
-        self._held: _Job | None = None  # taken from the queue but did not fit the previous batch
+    def __init__(
+        self,
+        translator: Translator,
+        limits: BatchLimits = BatchLimits(),
+        queue_limits: QueueLimits = QueueLimits(),
+        metrics: ServeMetrics | None = None,
+    ) -> None:
+        self.translator, self.limits, self.queue_limits = translator, limits, queue_limits
+        self.metrics = metrics or ServeMetrics()
+        self._waiting: deque[_Job] = deque()
+        self._sentences = self._tokens = 0  # what self._waiting holds
+        self._in_batch = 0
         self._closed = False
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()  # guards the fields above; re-entrant: futures call back into it
         self._worker = threading.Thread(target=self._run, name="seq2seq-batcher", daemon=True)
         self._worker.start()
 
-    def submit(self, sentences: list[str], beam: int, nbest: int = 1, attention: bool = False) -> Future:
-        """Queue sentences for translation; the future resolves to one ``Result`` per sentence, in order."""
+    def submit(
+        self, sentences: list[str], beam: int, nbest: int = 1, attention: bool = False, deadline: float = math.inf
+    ) -> Future:
+        """Queue sentences for translation by ``deadline`` (``time.monotonic()``); the future resolves to one
+        ``Result`` per sentence, in order. Raises ``QueueFull`` when the queue is at a cap."""
         future: Future = Future()
-        with self._lock:
+        try:
+            tokens = sum(len(self.translator.encode(s)) for s in sentences)
+        except Exception as error:  # a sentence the tokenizer cannot read fails this request alone
+            future.set_exception(error)
+            return future
+        job = _Job(sentences, beam, nbest, attention, future, tokens, deadline)
+        with self._changed:
             if self._closed:
                 raise RuntimeError("the batcher is closed")
-            self._queue.put(_Job(sentences, beam, nbest, attention, future))
+            if self._waiting:
+                if self._sentences + len(sentences) > self.queue_limits.max_sentences:
+                    raise QueueFull("max-queue-sentences", self._retry_after_s())
+                if self._tokens + tokens > self.queue_limits.max_tokens:
+                    raise QueueFull("max-queue-tokens", self._retry_after_s())
+            self._waiting.append(job)
+            self._sentences, self._tokens = self._sentences + len(sentences), self._tokens + tokens
+            self._changed.notify_all()
+        future.add_done_callback(lambda _: self._withdraw(job))
         return future
+
+    def depth(self) -> QueueDepth:
+        with self._changed:
+            full = self._sentences >= self.queue_limits.max_sentences or self._tokens >= self.queue_limits.max_tokens
+            return QueueDepth(self._sentences, self._tokens, full, self._in_batch)
 
     def close(self) -> None:
         """Finish every queued request, then stop the worker."""
-        with self._lock:
-            if self._closed:
-                return
+        with self._changed:
             self._closed = True
-            self._queue.put(None)
+            self._changed.notify_all()
         self._worker.join()
+
+    def _retry_after_s(self) -> int:
+        """Seconds until the queue has drained at the recent decoding rate (1 before anything was decoded)."""
+        rate = self.metrics.sentences_per_second()
+        return max(1, math.ceil(self._sentences / rate)) if rate else 1
+
+    def _withdraw(self, job: _Job) -> None:
+        """A job's future finished: if it was cancelled while waiting, it leaves the queue now."""
+        with self._changed:
+            if job.queued:
+                self._waiting.remove(job)
+                self._dequeued(job)
+
+    def _dequeued(self, job: _Job) -> None:
+        job.queued = False
+        self._sentences, self._tokens = self._sentences - len(job.sentences), self._tokens - job.tokens
+
+    def _claim(self, job: _Job) -> bool:
+        """Take the queue's oldest job for decoding; False if it was cancelled or is past its deadline."""
+        self._waiting.popleft()
+        self._dequeued(job)
+        if not job.future.set_running_or_notify_cancel():  # cancelled, its callback not yet run
+            return False
+        if time.monotonic() >= job.deadline:  # running now, so no cancel can race this
+            job.future.set_exception(DeadlineExceeded())
+            return False
+        return True
 
     def _run(self) -> None:
         while (batch := self._gather()) is not None:
+            start = time.perf_counter()
             try:
                 self._decode(batch)
             except Exception as error:  # the worker must survive whatever one batch does
                 for job in batch:
                     if not job.future.done():
                         job.future.set_exception(error)
-
-    def _take(self, job: _Job) -> bool:
-        """Claim a job for decoding and count its tokens; False if its caller gave up or it cannot be read."""
-        if not job.future.set_running_or_notify_cancel():
-            return False
-        try:
-            job.tokens = sum(len(self.translator.encode(s)) for s in job.sentences)
-        except Exception as error:
-            job.future.set_exception(error)
-            return False
-        return True
+            self.metrics.batch(sum(len(job.sentences) for job in batch), time.perf_counter() - start)
+            with self._changed:
+                self._in_batch = 0
 
     def _gather(self) -> list[_Job] | None:
         """The next batch (waiting for its first job), or None once closed and drained."""
-        batch: list[_Job] = []
-        if self._held is not None:
-            batch, self._held = [self._held], None
-        while not batch:
-            job = self._queue.get()
-            if job is None:
-                return None
-            if self._take(job):
-                batch.append(job)
-        deadline = time.monotonic() + self.limits.max_wait_ms / 1000
-        sentences, tokens = len(batch[0].sentences), batch[0].tokens
-        while sentences < self.limits.max_sentences and (remaining := deadline - time.monotonic()) > 0:
-            try:
-                job = self._queue.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if job is None:
-                self._queue.put(None)  # seen again once this batch is done
-                break
-            if not self._take(job):
-                continue
-            if (
-                sentences + len(job.sentences) > self.limits.max_sentences
-                or tokens + job.tokens > self.limits.max_tokens
-            ):
-                self._held = job
-                break
-            batch.append(job)
-            sentences, tokens = sentences + len(job.sentences), tokens + job.tokens
-        return batch
+        with self._changed:
+            batch: list[_Job] = []
+            while not batch:
+                while not self._waiting:
+                    if self._closed:
+                        return None
+                    self._changed.wait()
+                job = self._waiting[0]
+                if self._claim(job):
+                    batch.append(job)
+            self._in_batch = len(batch[0].sentences)
+            window_ends = time.monotonic() + self.limits.max_wait_ms / 1000
+            sentences, tokens = len(batch[0].sentences), batch[0].tokens
+            while sentences < self.limits.max_sentences:
+                if not self._waiting:
+                    remaining = window_ends - time.monotonic()
+                    if remaining <= 0 or self._closed:
+                        break
+                    self._changed.wait(remaining)
+                    continue
+                job = self._waiting[0]
+                if (
+                    sentences + len(job.sentences) > self.limits.max_sentences
+                    or tokens + job.tokens > self.limits.max_tokens
+                ):
+                    break  # it heads the next batch
+                if self._claim(job):
+                    batch.append(job)
+                    sentences, tokens = sentences + len(job.sentences), tokens + job.tokens
+                    self._in_batch = sentences
+            return batch
 
     def _decode(self, batch: list[_Job]) -> None:
         groups: dict[tuple[int, int], list[_Job]] = defaultdict(list)

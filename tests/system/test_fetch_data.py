@@ -1,29 +1,50 @@
-"""Tests for scripts/fetch_data.py: local copies, TSV/zip conversion, env var, idempotency, errors.
+"""Tests for scripts/fetch_data.py and scripts/safe_download.py: local copies, TSV/zip conversion, env var,
+idempotency, errors; Tatoeba's exports and the HSK sentences on fixtures; downloads from a loopback server
+that drops connections, ignores ranges, serves a wrong file or is left mid-file by a killed fetch; and the
+proportions of one epoch of the default recipe's mixed corpora.
 
-No test reaches the network: an autouse fixture makes ``urllib.request.urlopen`` raise, and every
-subprocess run passes ``--local``.
+No test reaches the network: an autouse fixture makes ``urllib.request.urlopen`` refuse every host but
+127.0.0.1, and every subprocess run passes ``--local`` or a loopback ``--mirror``.
 """
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import hashlib
 import importlib.util
 import io
+import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+import torch
+from conftest import TOY_SRC, TOY_TGT
+
+from seq2seq.config import load_config
+from seq2seq.data.batching import BucketSampler
+from seq2seq.data.corpus import read_pair_files
+from seq2seq.data.mixing import CorpusMix
+from seq2seq.data.pipeline import prepare_data
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "fetch_data.py"
-SHARED = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng"
+SHARED = REPO.parent / "shared" / "data"
 
 
 def _load() -> ModuleType:
@@ -36,17 +57,25 @@ def _load() -> ModuleType:
 
 
 fd = _load()
+import safe_download  # noqa: E402  (on sys.path once fetch_data is loaded: it sits beside it)
+
+FAST = safe_download.Retry(attempts=3, backoff_s=0.0, timeout_s=10.0)  # retries without waiting
 
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Any download attempt fails loudly; the env var is unset unless a test sets it."""
+    """Any download from another host than 127.0.0.1 fails loudly; the env vars are unset unless a test sets them."""
+    real = urllib.request.urlopen
 
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("test tried to reach the network")
+    def loopback_only(request: Any, *args: Any, **kwargs: Any) -> Any:
+        url = request.full_url if isinstance(request, urllib.request.Request) else str(request)
+        if urllib.parse.urlsplit(url).hostname != "127.0.0.1":
+            raise AssertionError(f"test tried to reach the network: {url}")
+        return real(request, *args, **kwargs)
 
-    monkeypatch.setattr(urllib.request, "urlopen", refuse)
-    monkeypatch.delenv(fd.ENV_VAR, raising=False)
+    monkeypatch.setattr(urllib.request, "urlopen", loopback_only)
+    for variable in fd.LOCAL_ENV.values():
+        monkeypatch.delenv(variable, raising=False)
 
 
 def make_dir(path: Path, zh: list[str], en: list[str], attribution: list[str] | None = None) -> Path:
@@ -73,7 +102,7 @@ TSV = (
 
 
 def run_script(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != fd.ENV_VAR}
+    env = {k: v for k, v in os.environ.items() if k not in fd.LOCAL_ENV.values()}
     env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60, check=False
@@ -97,10 +126,10 @@ def test_copy_local_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert leftovers(out.parent) == []
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared corpus copy {SHARED} is absent")
+@pytest.mark.skipif(not (SHARED / "tatoeba-cmn-eng").is_dir(), reason=f"shared corpus copy {SHARED} is absent")
 def test_copy_shared_corpus(tmp_path: Path) -> None:
     out = tmp_path / "tatoeba-cmn-eng"
-    assert fd.fetch(out, SHARED) == 23993
+    assert fd.fetch(out, SHARED / "tatoeba-cmn-eng") == 23993
     assert fd.sha256(out / "all.zh") == "27858b681a2032e731140909814415a8a4c0d80fcd926ed5a35c7725d67296f6"
     assert fd.sha256(out / "all.en") == "4e21d3834e616b0fac924d54abefb75763d6669453f534a541b56257a100b927"
     assert (out / "ATTRIBUTION.tsv").is_file()
@@ -148,20 +177,17 @@ def test_env_var_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert f"local directory {src}" in capsys.readouterr().out
 
 
-def test_download_is_converted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_download_is_converted(tmp_path: Path, loopback: LoopbackFiles) -> None:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as z:
         z.writestr("cmn.txt", TSV)
-    seen: list[Any] = []
-
-    def fake_urlopen(request: urllib.request.Request, timeout: float) -> io.BytesIO:
-        seen.append((request.full_url, request.get_header("User-agent"), timeout))
-        return io.BytesIO(buffer.getvalue())
-
-    monkeypatch.setattr(urllib.request, "urlopen", fake_urlopen)
-    assert fd.fetch(tmp_path / "out", None) == 3
+    loopback.files["/anki/cmn-eng.zip"] = buffer.getvalue()
+    remote = fd.Remote(tmp_path / "downloads", f"{loopback.url}/anki", allow_unpinned=True, retry=FAST)
+    assert fd.fetch(tmp_path / "out", None, remote=remote) == 3
     check_converted(tmp_path / "out")
-    assert seen and seen[0][0] == fd.URL and seen[0][1] and seen[0][2] > 0
+    assert loopback.requests == [("/anki/cmn-eng.zip", None)]
+    assert (tmp_path / "downloads" / "cmn-eng.zip").read_bytes() == buffer.getvalue()  # kept for the next run
+    assert "not overlap-filtered" in (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
 
 
 def test_download_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,10 +195,24 @@ def test_download_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
         raise urllib.error.URLError("no route to host")
 
     monkeypatch.setattr(urllib.request, "urlopen", fail)
-    assert fd.main(["--out", str(tmp_path / "out")]) == 2
+    args = ["--out", str(tmp_path / "out"), "--downloads", str(tmp_path / "dl"), "--allow-unpinned", "--retries", "1"]
+    assert fd.main(args) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and fd.URL in err and "--local" in err
+    assert err.count("\n") == 1 and fd.URL in err and "no route to host" in err and "--local" in err
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_unpinned_download_is_refused_before_any_request(
+    tmp_path: Path, loopback: LoopbackFiles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for corpus, mirror in (("tatoeba", f"{loopback.url}/anki"), ("tatoeba-full", f"{loopback.url}/exports")):
+        out = tmp_path / corpus
+        args = ["--corpus", corpus, "--out", str(out), "--downloads", str(tmp_path / "dl"), "--mirror", mirror]
+        assert fd.main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "no pinned sha256" in err and "--allow-unpinned" in err and mirror in err
+        assert not out.exists()
+    assert loopback.requests == []
 
 
 def test_idempotent_and_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -312,3 +352,480 @@ def test_fetch_lexicon_errors_are_one_line(tmp_path):
     result = run_script("--lexicon", "cedict", "--local", str(empty), "--out", str(tmp_path / "out"))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "no usable CC-CEDICT entries" in result.stderr and not (tmp_path / "out").exists()
+
+
+# --- A loopback HTTP server with faults -------------------------------------------------------
+
+
+class LoopbackFiles:
+    """Byte strings served by path over HTTP on 127.0.0.1 from a thread, with the faults a test sets.
+
+    ``drop_after[path] = n``: the first request for ``path`` gets all headers (the full length) but only
+    ``n`` bytes, then the connection closes. ``ignore_range``: Range headers are answered with the whole
+    file (200). ``stall_after[path] = n``: a request sends ``n`` bytes, sets ``stalled`` and waits for
+    ``release``. ``requests`` records (path, Range header) of every request.
+    """
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.requests: list[tuple[str, str | None]] = []
+        self.drop_after: dict[str, int] = {}
+        self.stall_after: dict[str, int] = {}
+        self.ignore_range = False
+        self.stalled, self.release = threading.Event(), threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+                outer._answer(self)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        path, requested = handler.path, handler.headers.get("Range")
+        first = all(seen != path for seen, _ in self.requests)
+        self.requests.append((path, requested))
+        body = self.files.get(path)
+        if body is None:
+            handler.send_error(404)
+            return
+        start = int(requested.removeprefix("bytes=").rstrip("-")) if requested and not self.ignore_range else 0
+        handler.send_response(206 if start else 200)
+        if start:
+            handler.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        handler.send_header("Content-Length", str(len(body) - start))
+        handler.end_headers()
+        rest = body[start:]
+        if path in self.stall_after:
+            handler.wfile.write(rest[: self.stall_after[path]])
+            handler.wfile.flush()
+            self.stalled.set()
+            self.release.wait(timeout=60)
+            handler.close_connection = True
+        elif first and path in self.drop_after:
+            handler.wfile.write(rest[: self.drop_after[path]])
+            handler.wfile.flush()
+            handler.close_connection = True
+        else:
+            handler.wfile.write(rest)
+
+
+@pytest.fixture
+def loopback() -> Iterator[LoopbackFiles]:
+    server = LoopbackFiles()
+    server.thread.start()
+    yield server
+    server.release.set()
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def test_download_resumes_after_a_dropped_connection(tmp_path: Path, loopback: LoopbackFiles) -> None:
+    payload = random.Random(1).randbytes(300_000)
+    loopback.files["/f.bin"] = payload
+    loopback.drop_after["/f.bin"] = 100_000
+    dest = tmp_path / "f.bin"
+    waits: list[float] = []
+    digest = safe_download.download(
+        f"{loopback.url}/f.bin",
+        dest,
+        sha256=hashlib.sha256(payload).hexdigest(),
+        retry=safe_download.Retry(attempts=3, backoff_s=0.25),
+        sleep=waits.append,
+        log=lambda message: None,
+    )
+    assert dest.read_bytes() == payload and digest == hashlib.sha256(payload).hexdigest()
+    assert loopback.requests == [("/f.bin", None), ("/f.bin", "bytes=100000-")]  # the rest, not the whole
+    assert waits == [0.25] and not safe_download.part_path(dest).exists()
+
+
+def test_download_starts_over_when_the_server_ignores_the_range(tmp_path: Path, loopback: LoopbackFiles) -> None:
+    payload = random.Random(2).randbytes(200_000)
+    loopback.files["/f.bin"] = payload
+    loopback.drop_after["/f.bin"] = 50_000
+    loopback.ignore_range = True
+    dest = tmp_path / "f.bin"
+    safe_download.download(
+        f"{loopback.url}/f.bin", dest, sha256=hashlib.sha256(payload).hexdigest(), retry=FAST, log=lambda m: None
+    )
+    assert dest.read_bytes() == payload  # the 200 reply rewrote the partial file instead of appending to it
+    assert [r for _, r in loopback.requests] == [None, "bytes=50000-"]
+
+
+def test_download_gives_up_after_its_attempts_and_keeps_the_part(tmp_path: Path, loopback: LoopbackFiles) -> None:
+    loopback.files["/f.bin"] = b"x" * 1000
+    loopback.stall_after["/f.bin"] = 10  # every request: 10 more bytes, then the connection ends short
+    loopback.release.set()
+    dest = tmp_path / "f.bin"
+    with pytest.raises(
+        safe_download.DownloadError, match=r"gave up after 2 attempts \(the last: connection closed after 20 of 1000"
+    ):
+        safe_download.download(
+            f"{loopback.url}/f.bin",
+            dest,
+            sha256=hashlib.sha256(b"x" * 1000).hexdigest(),
+            retry=safe_download.Retry(attempts=2, backoff_s=0.0),
+            log=lambda m: None,
+        )
+    assert not dest.exists() and safe_download.part_path(dest).stat().st_size == 20  # the second resumed the first
+    assert safe_download.Retry(backoff_s=1.0, max_backoff_s=5.0).wait_s(4) == 5.0  # doubling, capped
+
+
+def test_missing_file_is_not_retried(tmp_path: Path, loopback: LoopbackFiles) -> None:
+    with pytest.raises(safe_download.DownloadError, match="HTTP 404"):
+        safe_download.download(f"{loopback.url}/absent", tmp_path / "f", sha256=None, allow_unpinned=True, retry=FAST)
+    assert len(loopback.requests) == 1
+
+
+# --- Tatoeba's exports (--corpus tatoeba-full) ----------------------------------------------------
+
+# (id, lang, text, contributor): both scripts, whitespace to collapse, a row of another language, a
+# sentence whose only link points to an English sentence that is not in the export.
+CMN_ROWS = [
+    (1, "cmn", "我們試試看！", "sysko"),
+    (2, "cmn", "我们试试看！", None),
+    (3, "cmn", "  你好，  世界。 ", "fu"),
+    (4, "jpn", "日本語です。", "x"),
+    (6, "cmn", "他昨天去了北京。", "a"),
+]
+ENG_ROWS = [(10, "eng", "Let's try something.", "CK"), (11, "eng", "Hello, world.", None), (12, "eng", "Spare.", "CK")]
+# a repeated link, a link to a missing English sentence (99) and one from a missing Chinese sentence (77)
+LINKS = [(1, 10), (2, 10), (3, 11), (1, 10), (6, 99), (77, 10)]
+EXPECTED_ZH = ["我們試試看！", "我们试试看！", "你好， 世界。"]
+EXPECTED_EN = ["Let's try something.", "Let's try something.", "Hello, world."]
+EXPECTED_CREDITS = [
+    "CC-BY 2.0 (France) Attribution: tatoeba.org #10 (CK) & #1 (sysko)",
+    "CC-BY 2.0 (France) Attribution: tatoeba.org #10 (CK) & #2",  # \N: contributor unknown
+    "CC-BY 2.0 (France) Attribution: tatoeba.org #11 & #3 (fu)",
+]
+
+
+UNKNOWN = "\\N"  # how the detailed exports write an unknown contributor or date
+
+
+def sentences_export(rows: list[tuple[int, str, str, str | None]], detailed: bool) -> bytes:
+    """A sentences export of ``rows`` (``_detailed``: with contributor and dates), a malformed line 3 inserted."""
+    lines = [
+        f"{i}\t{lang}\t{text}\t{user or UNKNOWN}\t2010-01-01 00:00:00\t{UNKNOWN}"
+        if detailed
+        else f"{i}\t{lang}\t{text}"
+        for i, lang, text, user in rows
+    ]
+    lines.insert(2, "this line has no columns")  # malformed: line 3
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def links_export() -> bytes:
+    return "".join(f"{a}\t{b}\n" for a, b in LINKS).encode() + b"1\tten\n"  # malformed: line 7
+
+
+def write_exports(directory: Path, *, detailed: bool = True, compress: bool = True) -> dict[str, bytes]:
+    """The three export files, as Tatoeba names them, in ``directory``; returns their bytes by name."""
+    directory.mkdir(parents=True, exist_ok=True)
+    suffix = ("_detailed" if detailed else "") + ".tsv" + (".bz2" if compress else "")
+    files = {
+        f"cmn_sentences{suffix}": sentences_export(CMN_ROWS, detailed),
+        f"eng_sentences{suffix}": sentences_export(ENG_ROWS, detailed),
+        "cmn-eng_links.tsv" + (".bz2" if compress else ""): links_export(),
+    }
+    files = {name: bz2.compress(data) if compress else data for name, data in files.items()}
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    return files
+
+
+def corpus_lines(out: Path) -> tuple[list[str], list[str], list[str]]:
+    return tuple((out / name).read_text(encoding="utf-8").splitlines() for name in fd.ALIGNED)  # type: ignore[return-value]
+
+
+def test_tatoeba_full_from_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_exports(tmp_path / "exports")
+    out = tmp_path / "full"
+    assert fd.main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(out)]) == 0
+    assert corpus_lines(out) == (EXPECTED_ZH, EXPECTED_EN, EXPECTED_CREDITS)  # ordered by Chinese, then English id
+    summary = capsys.readouterr().out
+    assert summary.count("\n") == 1
+    assert "cmn_sentences_detailed.tsv.bz2: 4 rows, 1 malformed (first at line 3), 1 in another language" in summary
+    assert "cmn-eng_links.tsv.bz2: 6 rows, 1 malformed (first at line 7)" in summary
+    assert "2 links to a missing sentence" in summary and "not overlap-filtered" in summary
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert "CC-BY 2.0 France" in readme and "NOT filtered" in readme
+    assert fd.verify_listed_digests(out) == 3  # the README lists the digest of every aligned file
+    assert leftovers(tmp_path) == []
+
+
+def test_tatoeba_full_from_plain_exports_given_as_files(tmp_path: Path) -> None:
+    """The non-detailed exports (no contributor column), uncompressed, named one --local at a time."""
+    files = write_exports(tmp_path / "exports", detailed=False, compress=False)
+    out = tmp_path / "full"
+    local = [arg for name in files for arg in ("--local", str(tmp_path / "exports" / name))]
+    assert fd.main(["--corpus", "tatoeba-full", *local, "--out", str(out)]) == 0
+    zh, en, credits = corpus_lines(out)
+    assert (zh, en) == (EXPECTED_ZH, EXPECTED_EN)
+    assert credits == [c.replace(" (CK)", "").replace(" (sysko)", "").replace(" (fu)", "") for c in EXPECTED_CREDITS]
+
+
+def test_tatoeba_full_export_errors_are_one_line(tmp_path: Path) -> None:
+    write_exports(tmp_path / "exports")
+    (tmp_path / "exports" / "cmn-eng_links.tsv.bz2").unlink()
+    result = run_script("--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(tmp_path / "o"))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "no Chinese-English links export" in result.stderr and "tatoeba.org/downloads" in result.stderr
+
+    write_exports(tmp_path / "bad")
+    data = (tmp_path / "bad" / "eng_sentences_detailed.tsv.bz2").read_bytes()
+    (tmp_path / "bad" / "eng_sentences_detailed.tsv.bz2").write_bytes(data[: len(data) // 2])  # a truncated archive
+    result = run_script("--corpus", "tatoeba-full", "--local", str(tmp_path / "bad"), "--out", str(tmp_path / "o"))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "eng_sentences_detailed.tsv.bz2" in result.stderr and "re-download" in result.stderr
+    assert not (tmp_path / "o").exists() and leftovers(tmp_path) == []
+
+
+def test_tatoeba_full_copies_a_built_corpus_and_checks_its_digests(tmp_path: Path) -> None:
+    write_exports(tmp_path / "exports")
+    built = tmp_path / "built"
+    assert fd.main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(built)]) == 0
+    copy = tmp_path / "copy"
+    assert fd.main(["--corpus", "tatoeba-full", "--local", str(built), "--out", str(copy)]) == 0
+    for name in (*fd.ALIGNED, "README.md"):
+        assert (copy / name).read_bytes() == (built / name).read_bytes()
+    (built / "all.en").write_text("\n".join(EXPECTED_EN).replace("world", "word") + "\n", encoding="utf-8")
+    result = run_script("--corpus", "tatoeba-full", "--local", str(built), "--out", str(tmp_path / "o"), "--force")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    got = hashlib.sha256((built / "all.en").read_bytes()).hexdigest()
+    assert (
+        str(built / "all.en") in result.stderr and got in result.stderr and fd.sha256(copy / "all.en") in result.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("corpus", "pairs", "zh_digest"),
+    [
+        ("tatoeba-cmn-eng-full", 45284, "eadf8ac6c7a4f8a74ad7600e29e147e6727077782d3933d4554266a15a5c8735"),
+        ("hsk-zh-en", 4322, "435d252d9b49764ab0b0dc579c9cd02a166718fdf1590480332915c42e4cc39d"),
+    ],
+)
+def test_copy_of_the_shared_corpora(tmp_path: Path, corpus: str, pairs: int, zh_digest: str) -> None:
+    if not (SHARED / corpus).is_dir():
+        pytest.skip(f"shared corpus copy {SHARED / corpus} is absent")
+    flag = "tatoeba-full" if corpus.startswith("tatoeba") else "hsk"
+    out = tmp_path / corpus
+    assert fd.main(["--corpus", flag, "--local", str(SHARED / corpus), "--out", str(out)]) == 0
+    assert fd.complete_pairs(out) == pairs and fd.sha256(out / "all.zh") == zh_digest
+
+
+def test_exclude_drops_pairs_sharing_a_side_after_normalization(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    write_exports(tmp_path / "exports")
+    chinese = tmp_path / "eval.zh"
+    chinese.write_text("我们试试看\n", encoding="utf-8")  # simplified, unpunctuated: matches both scripts' lines
+    out = tmp_path / "full"
+    args = ["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(out)]
+    assert fd.main([*args, "--exclude", str(chinese)]) == 0
+    assert corpus_lines(out) == (EXPECTED_ZH[2:], EXPECTED_EN[2:], EXPECTED_CREDITS[2:])
+    assert "2 pairs sharing a side with --exclude dropped" in capsys.readouterr().out
+    assert "2 pairs sharing a side with 1 Chinese and 0 English sentences" in (out / "README.md").read_text("utf-8")
+
+    full = tmp_path / "unfiltered"
+    assert fd.main([*args[:-1], str(full)]) == 0
+    english = tmp_path / "eval.tsv"
+    english.write_text("eng\tHELLO WORLD!!\n", encoding="utf-8")  # tab-separated fields, case and punctuation apart
+    copy = tmp_path / "copy"
+    assert (
+        fd.main(["--corpus", "tatoeba-full", "--local", str(full), "--out", str(copy), "--exclude", str(english)]) == 0
+    )
+    assert corpus_lines(copy) == (EXPECTED_ZH[:2], EXPECTED_EN[:2], EXPECTED_CREDITS[:2])
+    assert fd.verify_listed_digests(copy) == 3  # the filtered copy's README lists its new digests last
+
+
+# --- The HSK sentences (--corpus hsk) -----------------------------------------------------------
+
+HSK_RECORDS = [
+    {"id": "hsk1-0001", "chinese": "老师，您好！", "translation": {"en": "Hello,  teacher!"}},
+    {"id": "hsk1-0002", "chinese": "我们试试看！", "translation": {}},  # malformed: no English
+    {"id": "hsk1-0003", "chinese": " ", "translation": {"en": "Empty."}},  # an empty side
+    "not a record",  # malformed
+    {"id": "hsk2-0001", "chinese": "他昨天去了北京。", "translation": {"en": "He went to Beijing yesterday."}},
+]
+
+
+def test_hsk_from_a_sentences_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "pkg" / "hsk_sentences_audio" / "data" / "sentences.json"
+    source.parent.mkdir(parents=True)
+    source.write_text(json.dumps(HSK_RECORDS, ensure_ascii=False), encoding="utf-8")
+    out = tmp_path / "hsk"
+    assert fd.main(["--corpus", "hsk", "--local", str(tmp_path / "pkg"), "--out", str(out)]) == 0  # found inside
+    assert corpus_lines(out) == (
+        ["老师，您好！", "他昨天去了北京。"],
+        ["Hello, teacher!", "He went to Beijing yesterday."],
+        ["CC BY-SA 4.0: hsk-sentences-audio hsk1-0001", "CC BY-SA 4.0: hsk-sentences-audio hsk2-0001"],
+    )
+    summary = capsys.readouterr().out
+    assert "3 records, 2 malformed (first at record 2), 1 with an empty side dropped" in summary
+    assert "CC BY-SA 4.0" in (out / "README.md").read_text(encoding="utf-8")
+
+
+def test_hsk_from_the_package_checks_its_pinned_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "hsk"
+    assert fd.main(["--corpus", "hsk", "--out", str(out)]) == 0  # hsk-sentences-audio is a dev install (make test)
+    assert fd.complete_pairs(out) == 4354 and "1.0.0 package" in capsys.readouterr().out
+    assert (out / "ATTRIBUTION.tsv").read_text(encoding="utf-8").startswith("CC BY-SA 4.0: hsk-sentences-audio 1.0.0 ")
+
+    monkeypatch.setattr(fd, "HSK_PINS", {"1.0.0": "0" * 64})
+    assert fd.main(["--corpus", "hsk", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "0" * 64 in err and fd.HSK_FILE.split("/")[-1] in err
+    monkeypatch.setattr(fd, "HSK_PINS", {"9.9.9": "0" * 64})
+    assert fd.main(["--corpus", "hsk", "--out", str(tmp_path / "o")]) == 2
+    assert "--allow-unpinned" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    assert fd.main(["--corpus", "hsk", "--out", str(tmp_path / "o"), "--allow-unpinned"]) == 0
+
+
+# --- Fetching over the network (loopback), and interruptions -----------------------------------------
+
+
+def serve_exports(loopback: LoopbackFiles, tmp_path: Path) -> dict[str, str]:
+    """The fixture exports served at Tatoeba's paths under /exports; returns {path under the base: sha256}."""
+    files = write_exports(tmp_path / "exports-src")
+    served = {}
+    for name in fd.TATOEBA_FILES:
+        data = files[Path(name).name]
+        loopback.files[f"/exports/{name}"] = data
+        served[name] = hashlib.sha256(data).hexdigest()
+    return served
+
+
+def full_args(tmp_path: Path, loopback: LoopbackFiles, *extra: str) -> list[str]:
+    return [
+        "--corpus", "tatoeba-full", "--out", str(tmp_path / "full"), "--downloads", str(tmp_path / "dl"),
+        "--mirror", f"{loopback.url}/exports", *extra,
+    ]  # fmt: skip
+
+
+def test_tatoeba_full_download_survives_a_dropped_connection(tmp_path: Path, loopback: LoopbackFiles) -> None:
+    serve_exports(loopback, tmp_path)
+    english = f"/exports/{fd.TATOEBA_FILES[1]}"
+    loopback.drop_after[english] = 40
+    assert fd.main([*full_args(tmp_path, loopback, "--allow-unpinned"), "--retries", "2"]) == 0
+    assert corpus_lines(tmp_path / "full") == (EXPECTED_ZH, EXPECTED_EN, EXPECTED_CREDITS)
+    assert [r for p, r in loopback.requests if p == english] == [None, "bytes=40-"]
+    assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == sorted(Path(n).name for n in fd.TATOEBA_FILES)
+
+
+def test_a_wrong_file_is_a_one_line_digest_error_and_leaves_no_corpus(
+    tmp_path: Path, loopback: LoopbackFiles, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    digests = serve_exports(loopback, tmp_path)
+    monkeypatch.setitem(fd.PINS, fd.TATOEBA_FILES[0], digests[fd.TATOEBA_FILES[0]])
+    monkeypatch.setitem(fd.PINS, fd.TATOEBA_FILES[1], digests[fd.TATOEBA_FILES[1]])
+    monkeypatch.setitem(fd.PINS, fd.TATOEBA_FILES[2], digests[fd.TATOEBA_FILES[2]])
+    english = f"/exports/{fd.TATOEBA_FILES[1]}"
+    wrong = bz2.compress(b"10\teng\tSomething else.\n")
+    loopback.files[english] = wrong
+    assert fd.main(full_args(tmp_path, loopback)) == 2  # all pinned: no --allow-unpinned needed
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{loopback.url}{english}" in err
+    assert hashlib.sha256(wrong).hexdigest() in err and digests[fd.TATOEBA_FILES[1]] in err
+    assert not (tmp_path / "full").exists() and leftovers(tmp_path) == []
+    assert not list((tmp_path / "dl").glob("*.part"))  # the wrong bytes are not kept to be resumed
+
+
+def test_an_interrupted_build_leaves_no_partial_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_exports(tmp_path / "exports")
+    old = make_dir(tmp_path / "full", ["旧。"], ["Old."], ["old credit"])  # a complete earlier corpus
+    add = fd.PairWriter.add
+    written: list[str] = []
+
+    def interrupted(self: Any, zh: str, en: str, attribution: str) -> None:
+        if written:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of writing the new corpus
+        written.append(zh)
+        add(self, zh, en, attribution)
+
+    monkeypatch.setattr(fd.PairWriter, "add", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fd.main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(old), "--force"])
+    assert corpus_lines(old) == (["旧。"], ["Old."], ["old credit"]) and leftovers(tmp_path) == []
+
+
+def test_a_killed_download_leaves_no_corpus_and_the_next_run_resumes(tmp_path: Path, loopback: LoopbackFiles) -> None:
+    """A fetch killed (SIGKILL) mid-file leaves its .part only; rerun, it asks for the rest and builds the corpus."""
+    serve_exports(loopback, tmp_path)
+    english = f"/exports/{fd.TATOEBA_FILES[1]}"
+    half = len(loopback.files[english]) // 2
+    loopback.stall_after[english] = half
+    env = {k: v for k, v in os.environ.items() if k not in fd.LOCAL_ENV.values()}
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *full_args(tmp_path, loopback, "--allow-unpinned")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert loopback.stalled.wait(timeout=60)
+        part = safe_download.part_path(tmp_path / "dl" / Path(fd.TATOEBA_FILES[1]).name)
+        deadline = time.monotonic() + 30
+        while not (part.is_file() and part.stat().st_size == half) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the fetch writes what it received unbuffered; wait until it is all on disk
+        assert part.stat().st_size == half
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    assert not (tmp_path / "full").exists()
+    assert not (tmp_path / "dl" / Path(fd.TATOEBA_FILES[1]).name).exists()
+    del loopback.stall_after[english]
+    loopback.release.set()
+    assert fd.main(full_args(tmp_path, loopback, "--allow-unpinned")) == 0
+    assert corpus_lines(tmp_path / "full") == (EXPECTED_ZH, EXPECTED_EN, EXPECTED_CREDITS)
+    assert loopback.requests[-2:] == [(english, f"bytes={half}-"), (f"/exports/{fd.TATOEBA_FILES[2]}", None)]
+
+
+# --- The default recipe's corpora, mixed ------------------------------------------------------------
+
+# data.corpora of configs/zh-en.yaml: Tatoeba-full is the eval corpus at weight 1, HSK comes in at 0.1.
+RECIPE = (("tatoeba-full", 1.0, True), ("hsk", 0.1, False))
+
+
+def test_one_epoch_of_the_recipe_holds_every_tatoeba_pair_and_a_tenth_as_many_hsk(tmp_path: Path) -> None:
+    """Corpora fetched from fixtures (1600 toy pairs as Tatoeba exports, 400 as HSK records), mixed as the recipe."""
+    zh, en = read_pair_files(str(TOY_SRC), str(TOY_TGT))
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    (exports / "cmn_sentences.tsv").write_text("".join(f"{i}\tcmn\t{s}\n" for i, s in enumerate(zh[:1600])), "utf-8")
+    (exports / "eng_sentences.tsv").write_text("".join(f"{i}\teng\t{s}\n" for i, s in enumerate(en[:1600])), "utf-8")
+    (exports / "cmn-eng_links.tsv").write_text("".join(f"{i}\t{i}\n" for i in range(1600)), "utf-8")
+    records = [
+        {"id": f"h{i}", "chinese": s, "translation": {"en": t}} for i, (s, t) in enumerate(zip(zh, en, strict=True))
+    ]
+    (tmp_path / "sentences.json").write_text(json.dumps(records[1600:], ensure_ascii=False), encoding="utf-8")
+    out = {"tatoeba-full": tmp_path / "full", "hsk": tmp_path / "hsk"}
+    assert fd.main(["--corpus", "tatoeba-full", "--local", str(exports), "--out", str(out["tatoeba-full"])]) == 0
+    assert fd.main(["--corpus", "hsk", "--local", str(tmp_path / "sentences.json"), "--out", str(out["hsk"])]) == 0
+    corpora = [
+        {"name": name, "src": str(out[name] / "all.zh"), "tgt": str(out[name] / "all.en"), "weight": w, "eval": e}
+        for name, w, e in RECIPE
+    ]
+    overrides = ["data.src=null", "data.tgt=null", "data.corpora=" + json.dumps(corpora)]
+    overrides += ["data.vocab_size=1200", "data.dev_size=100", "data.test_size=100", f"data.cache_dir={tmp_path / 'c'}"]
+    cfg = load_config(REPO / "configs" / "zh-en.yaml", overrides)
+    data = prepare_data(cfg.data)
+    mix = CorpusMix.from_config(cfg.data, data.corpus_sizes, cfg.train.seed)
+    assert mix is not None
+    n_tatoeba, n_hsk = data.corpus_sizes
+    assert n_tatoeba > 1000 and n_hsk > 300  # what survived the split and the filters
+    sampler = BucketSampler(
+        data.train.src_lengths, data.train.tgt_lengths, cfg.data.batch_tokens, cfg.train.seed, items_at=mix.epoch_items
+    )
+    for epoch in range(2):
+        served = torch.cat(list(sampler.epoch_batches(epoch))).tolist()
+        tatoeba = [i for i in served if i < n_tatoeba]
+        assert sorted(tatoeba) == list(range(n_tatoeba))  # every eval-corpus training pair, once
+        hsk = [i for i in served if i >= n_tatoeba]
+        assert len(hsk) == round(0.1 * n_tatoeba) == len(set(hsk))  # a tenth as many, none twice

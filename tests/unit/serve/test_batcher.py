@@ -1,20 +1,24 @@
 """seq2seq.serve.batcher: requests arriving together are decoded in one batch (within the sentence and
 token caps), each caller gets its own results in order, equal to translating alone; a request that
-fails does not fail the others of its batch; a caller that gave up is skipped; close drains.
+fails does not fail the others of its batch; a caller that gave up is skipped; close drains. The
+queue refuses past its caps (an empty one takes anything), a cancelled request leaves it at once,
+and one past its deadline is failed, not decoded.
 """
 
+import math
 import threading
+import time
 from concurrent.futures import Future
 
 import pytest
 import torch
 
 from seq2seq.decode.loader import load_model
-from seq2seq.decode.translator import Translator
-from seq2seq.serve.batcher import Batcher, BatchLimits
+from seq2seq.decode.torch_engine import TorchTranslator
+from seq2seq.serve.batcher import Batcher, BatchLimits, DeadlineExceeded, QueueDepth, QueueFull, QueueLimits
 
 
-class Recording(Translator):
+class Recording(TorchTranslator):
     """The toy run's translator that records every batch and fails a batch holding "💥"."""
 
     def __init__(self, *args) -> None:
@@ -22,8 +26,10 @@ class Recording(Translator):
         self.batches: list[list[str]] = []
         self.gate = threading.Event()  # translate waits for it: tests hold the worker busy
         self.gate.set()
+        self.entered = threading.Event()  # set when a batch reaches translate
 
     def translate(self, sentences, beam=None, nbest=1):
+        self.entered.set()
         self.gate.wait(timeout=60)
         self.batches.append(list(sentences))
         if any("💥" in s for s in sentences):
@@ -55,7 +61,7 @@ def test_requests_arriving_together_share_one_batch_and_get_their_own_results(tr
     finally:
         batcher.close()
     assert translator.batches == [["我们去散步。", "你好。", "今天天气很好。", "他昨天去了北京。"]]
-    alone = [[t.best.text for t in Translator.translate(translator, s, beam)] for s, beam in jobs]
+    alone = [[t.best.text for t in TorchTranslator.translate(translator, s, beam)] for s, beam in jobs]
     assert got == alone
 
 
@@ -91,7 +97,7 @@ def test_a_failing_request_does_not_fail_the_others(translator):
             bad.result(timeout=60)
         with pytest.raises(RuntimeError):  # what sentencepiece raises for it
             unreadable.result(timeout=60)
-        assert _texts(good) == [t.best.text for t in Translator.translate(translator, ["你好。"], 2)]
+        assert _texts(good) == [t.best.text for t in TorchTranslator.translate(translator, ["你好。"], 2)]
         assert len(_texts(other)) == 1
     finally:
         batcher.close()
@@ -113,3 +119,86 @@ def test_cancelled_requests_are_skipped_and_close_drains(translator):
     assert result.attention is not None and result.attention.source_pieces[-1] == "<end>"
     with pytest.raises(RuntimeError, match="closed"):
         batcher.submit(["你好。"], 1)
+
+
+def _busy(translator: Recording, batcher: Batcher) -> Future:
+    """Close the gate and give the worker a request to hold it at: what comes next waits in the queue."""
+    translator.gate.clear()
+    translator.entered.clear()
+    first = batcher.submit(["你好。"], 1)
+    assert translator.entered.wait(timeout=60)
+    return first
+
+
+def test_the_queue_refuses_past_its_caps_and_counts_what_waits(translator):
+    one = len(translator.encode("我们去散步。"))
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=0), QueueLimits(max_sentences=3, max_tokens=4 * one))
+    try:
+        first = _busy(translator, batcher)
+        waiting = [batcher.submit(["我们去散步。", "我们去散步。"], 1), batcher.submit(["我们去散步。"], 1)]
+        assert batcher.depth() == QueueDepth(sentences=3, tokens=3 * one, full=True, in_batch=1)
+        with pytest.raises(QueueFull) as refused:
+            batcher.submit(["我们去散步。"], 1)
+        assert refused.value.limit == "max-queue-sentences" and refused.value.retry_after_s == 1  # nothing decoded yet
+        translator.gate.set()
+        for future in [first, *waiting]:
+            future.result(timeout=60)
+        # The token cap: one long sentence fits the sentence cap, but not its tokens on top of a waiting one's.
+        long = "我们去散步。" * 4
+        assert one + len(translator.encode(long)) > 4 * one
+        _busy(translator, batcher)
+        batcher.submit(["我们去散步。"], 1)
+        with pytest.raises(QueueFull) as refused:
+            batcher.submit([long], 1)
+        assert refused.value.limit == "max-queue-tokens"
+        rate = batcher.metrics.sentences_per_second()
+        assert rate is not None and refused.value.retry_after_s == max(1, math.ceil(1 / rate))
+    finally:
+        translator.gate.set()
+        batcher.close()
+
+
+def test_an_empty_queue_takes_a_request_larger_than_its_caps(translator):
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=0), QueueLimits(max_sentences=1, max_tokens=1))
+    try:
+        assert len(batcher.submit(["你好。", "我们去散步。"], 1).result(timeout=60)) == 2
+    finally:
+        batcher.close()
+
+
+def test_a_cancelled_request_leaves_the_queue_at_once(translator):
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=0), QueueLimits(max_sentences=2))
+    try:
+        first = _busy(translator, batcher)
+        waits = batcher.submit(["他昨天去了北京。"], 1)
+        gone = batcher.submit(["我们去散步。"], 1)
+        assert batcher.depth().full
+        assert gone.cancel()
+        tokens = len(translator.encode("他昨天去了北京。"))
+        assert batcher.depth() == QueueDepth(sentences=1, tokens=tokens, full=False, in_batch=1)
+        stays = batcher.submit(["这本书是我的。"], 1)  # there is room again, while the worker has not moved
+        translator.gate.set()
+        for future in (first, waits, stays):
+            future.result(timeout=60)
+    finally:
+        translator.gate.set()
+        batcher.close()
+    assert translator.batches == [["你好。"], ["他昨天去了北京。", "这本书是我的。"]]
+
+
+def test_a_request_past_its_deadline_is_failed_not_decoded(translator):
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=0))
+    try:
+        first = _busy(translator, batcher)
+        late = batcher.submit(["我们去散步。"], 1, deadline=time.monotonic())  # passed by the time it is taken
+        on_time = batcher.submit(["今天天气很好。"], 1, deadline=time.monotonic() + 60)
+        translator.gate.set()
+        with pytest.raises(DeadlineExceeded):
+            late.result(timeout=60)
+        first.result(timeout=60)
+        on_time.result(timeout=60)
+    finally:
+        translator.gate.set()
+        batcher.close()
+    assert all("我们去散步。" not in batch for batch in translator.batches)
+    assert batcher.depth() == QueueDepth(sentences=0, tokens=0, full=False, in_batch=0)
