@@ -13,7 +13,7 @@ from seq2seq.decode.glossary import Glossary
 from seq2seq.decode.loader import engine_class, load_translator
 from seq2seq.decode.search import Hypothesis, TokenSampler
 from seq2seq.decode.torch_engine import TorchTranslator
-from seq2seq.decode.translator import Capabilities, Translator
+from seq2seq.decode.translator import PLAIN, Capabilities, Translator
 from seq2seq.errors import UserError
 from seq2seq.model.ensemble import Ensemble
 
@@ -25,7 +25,7 @@ class EchoEngine(Translator):
 
     engine = "echo"
 
-    def search(self, sources, beam, nbest, **options):
+    def search(self, sources, beam, nbest, options=PLAIN):
         self.searched = sources
         return [[Hypothesis(ids[:-1], -1.0)] for ids in sources]
 
