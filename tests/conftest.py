@@ -175,7 +175,7 @@ class ScriptedModel(nn.Module):
         vocab: int = SCRIPT_VOCAB,
     ) -> None:
         super().__init__()
-        self.cfg = SimpleNamespace(max_positions=64)
+        self.cfg = SimpleNamespace(max_positions=64, decoder_start_id=START)
         self.scripts, self.vocab = scripts, vocab
         self.default = default or {END: 0.97, A: 0.01, B: 0.01, C: 0.01}
         self.prefixes: list[tuple[int, ...]] = []  # every prefix asked about, for inspection
@@ -365,7 +365,7 @@ def serve_process(model: Path, *flags: str) -> Iterator[tuple[subprocess.Popen, 
 
 # --- A MarianMT model as transformers saves it (the hf extra) -----------------------------------
 
-MARIAN_VOCAB_SPM = 600  # pieces of each side's SentencePiece model (hard limit off: the Chinese side takes more)
+MARIAN_SPM_SIZES = {"source.spm": 1200, "target.spm": 400}  # pieces per side: the toy Chinese has ~1050 characters
 
 
 def _marian_spm(lines: list[str], vocab_size: int) -> bytes:
@@ -380,7 +380,6 @@ def _marian_spm(lines: list[str], vocab_size: int) -> bytes:
         model_writer=model,
         vocab_size=vocab_size,
         hard_vocab_limit=False,
-        character_coverage=0.9995,
         num_threads=1,
         minloglevel=2,
     )
@@ -393,8 +392,8 @@ def marian_dir(tmp_path_factory, toy_pairs) -> Path:
 
     Laid out as OPUS-MT models are: SentencePiece models per side (trained on the toy corpus), one
     vocab.json with </s> 0, <unk> 1, the pieces of both sides, <pad> last; the decoder starts from
-    <pad>; SiLU ("swish"); a non-zero final_logits_bias. The weights are drawn wide (std 0.3), so
-    the logits of different tokens are far apart and a greedy search does not hinge on rounding.
+    <pad>; SiLU ("swish"); a non-zero final_logits_bias, high for </s>. The weights are drawn wide (std 0.3),
+    so the logits of different tokens are far apart and a greedy search does not hinge on rounding.
     """
     import sentencepiece as spm
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
@@ -404,7 +403,7 @@ def marian_dir(tmp_path_factory, toy_pairs) -> Path:
     sides = {"source.spm": toy_pairs[0], "target.spm": toy_pairs[1]}
     pieces: list[str] = []
     for name, lines in sides.items():
-        model = _marian_spm(lines, MARIAN_VOCAB_SPM)
+        model = _marian_spm(lines, MARIAN_SPM_SIZES[name])
         (spm_dir / name).write_bytes(model)
         processor = spm.SentencePieceProcessor(model_proto=model)
         for i in range(processor.get_piece_size()):
@@ -441,6 +440,7 @@ def marian_dir(tmp_path_factory, toy_pairs) -> Path:
                 tensor.normal_(1.0, 0.1)
             else:
                 tensor.normal_(0.0, 0.3)
+        model.final_logits_bias[0, 0] = 10.0  # </s> wins at once for some sources, never for others
     model.save_pretrained(str(out))
     MarianTokenizer(
         str(spm_dir / "source.spm"), str(spm_dir / "target.spm"), str(spm_dir / "vocab.json")

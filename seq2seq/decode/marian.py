@@ -41,8 +41,11 @@ What our model cannot express is refused in one line: different encoder and deco
 head counts, unshared or untied embeddings, separate vocabularies, embeddings without √D.
 """
 
+import contextlib
+import dataclasses
 import json
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,24 @@ def require_transformers() -> Any:
     except ImportError:
         raise UserError(f"MarianMT import and export need the hf extra: {HF_INSTALL}") from None
     return transformers
+
+
+@contextlib.contextmanager
+def quiet(transformers: Any) -> Iterator[None]:
+    """transformers' progress bars, advice and warnings off while it loads or saves: what our commands print
+    (one line on an error) stays theirs."""
+    logging = transformers.utils.logging
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
 
 
 def is_marian_dir(path: str | Path) -> bool:
@@ -334,16 +355,18 @@ def import_marian(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Tran
         raise UserError(f"{where}: decoder_start_token_id {first} is neither the pad nor a distinct bos id")
     size = _get(config, "vocab_size", where)
     pieces, rows = vocabulary_rows(vocab, size, ids, str(path / "vocab.json"))
+    cfg = model_config_from_marian(config, True, "pad" if first == pad else "bos", where)
 
     try:
-        marian = transformers.MarianMTModel.from_pretrained(str(path), dtype=torch.float32)
+        with quiet(transformers):
+            marian = transformers.MarianMTModel.from_pretrained(str(path), dtype=torch.float32)
     except (OSError, ValueError) as err:
         raise UserError(
             f"{path}: transformers cannot load the MarianMT weights ({' '.join(str(err).split())[:200]})"
         ) from None
     state = marian.state_dict()
-    output_bias = bool(state["final_logits_bias"].any())  # all zero: a model without one (e.g. our own export)
-    cfg = model_config_from_marian(config, output_bias, "pad" if first == pad else "bos", where)
+    # An all-zero bias is a model without one (our own exports carry zeros): no bias keeps the round trip exact.
+    cfg = dataclasses.replace(cfg, output_bias=bool(state["final_logits_bias"].any()))
     model = Transformer(cfg, len(pieces), len(pieces), PAD)
     model.load_state_dict(from_marian_state(state, cfg, rows))
 

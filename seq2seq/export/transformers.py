@@ -24,13 +24,14 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from seq2seq.config import Config
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decode.loader import load_model
-from seq2seq.decode.marian import marian_config, require_transformers, to_marian_state
+from seq2seq.decode.marian import marian_config, quiet, require_transformers, to_marian_state
 from seq2seq.errors import UserError
 from seq2seq.special import EOS, PAD, UNK
 
@@ -65,8 +66,9 @@ def export_transformers(model_path: str | Path, out: str | Path) -> Path:
         raise UserError(f"--out {out}: exists and is not a directory")
     vocabulary = tokenizer.src_vocabulary()
     settings = marian_config(cfg.model, len(vocabulary))
-    marian = transformers.MarianMTModel(transformers.MarianConfig(**settings, architectures=["MarianMTModel"]))
-    missing, unexpected = marian.load_state_dict(to_marian_state(model.state_dict(), cfg.model), strict=False)
+    with quiet(transformers):
+        marian = transformers.MarianMTModel(transformers.MarianConfig(**settings, architectures=["MarianMTModel"]))
+        missing, unexpected = marian.load_state_dict(to_marian_state(model.state_dict(), cfg.model), strict=False)
     if unexpected or any("embed_positions" not in name for name in missing):  # MarianMT computes its positions
         raise RuntimeError(f"MarianMT weights do not line up: missing {missing}, unexpected {unexpected}")
     marian.generation_config = transformers.GenerationConfig(
@@ -81,23 +83,8 @@ def export_transformers(model_path: str | Path, out: str | Path) -> Path:
 
     tmp = _fresh_dir(out.parent / f".{out.name}.{os.getpid()}.tmp")
     try:
-        marian.save_pretrained(str(tmp))
-        spm_dir = _fresh_dir(tmp / "spm")  # MarianTokenizer reads its files from paths
-        for name, processor in zip(SENTENCEPIECE_FILES, (tokenizer.src, tokenizer.tgt), strict=True):
-            (spm_dir / name).write_bytes(processor.serialized_model_proto())
-        vocab_json = json.dumps({piece: i for i, piece in enumerate(vocabulary)}, ensure_ascii=False)
-        (spm_dir / "vocab.json").write_text(vocab_json, encoding="utf-8")
-        marian_tokenizer = transformers.MarianTokenizer(
-            str(spm_dir / "source.spm"),
-            str(spm_dir / "target.spm"),
-            str(spm_dir / "vocab.json"),
-            unk_token=vocabulary[UNK],
-            eos_token=vocabulary[EOS],
-            pad_token=vocabulary[PAD],
-            model_max_length=cfg.model.max_positions,
-        )
-        marian_tokenizer.save_pretrained(str(tmp))
-        shutil.rmtree(spm_dir)
+        with quiet(transformers):
+            _write(marian, tokenizer, vocabulary, cfg.model.max_positions, transformers, tmp)
         if out.exists():  # moved aside, not deleted, until the new directory is in place
             old = _fresh_dir(out.parent / f".{out.name}.{os.getpid()}.old.tmp")
             os.replace(out, old / out.name)
@@ -114,6 +101,29 @@ def export_transformers(model_path: str | Path, out: str | Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _write(
+    marian: Any, tokenizer: Tokenizer, vocabulary: list[str], max_length: int, transformers: Any, to: Path
+) -> None:
+    """The model's and MarianTokenizer's files into directory ``to``."""
+    marian.save_pretrained(str(to))
+    spm_dir = _fresh_dir(to / "spm")  # MarianTokenizer reads its files from paths
+    for name, processor in zip(SENTENCEPIECE_FILES, (tokenizer.src, tokenizer.tgt), strict=True):
+        (spm_dir / name).write_bytes(processor.serialized_model_proto())
+    vocab_json = json.dumps({piece: i for i, piece in enumerate(vocabulary)}, ensure_ascii=False)
+    (spm_dir / "vocab.json").write_text(vocab_json, encoding="utf-8")
+    marian_tokenizer = transformers.MarianTokenizer(
+        str(spm_dir / "source.spm"),
+        str(spm_dir / "target.spm"),
+        str(spm_dir / "vocab.json"),
+        unk_token=vocabulary[UNK],
+        eos_token=vocabulary[EOS],
+        pad_token=vocabulary[PAD],
+        model_max_length=max_length,
+    )
+    marian_tokenizer.save_pretrained(str(to))
+    shutil.rmtree(spm_dir)
 
 
 def _fresh_dir(path: Path) -> Path:

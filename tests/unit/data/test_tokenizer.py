@@ -190,7 +190,9 @@ def test_a_shared_vocabulary_gives_each_sides_pieces_its_ids(shared, toy_pairs):
     for x, y in zip(src[::50], tgt[::50], strict=True):
         assert shared.encode_src(x) == [ids.get(p, UNK) for p in shared.src.encode(x, out_type=str)] + [EOS]
         assert shared.encode_tgt(y) == [ids.get(p, UNK) for p in shared.tgt.encode(y, out_type=str)]
-        assert shared.decode_tgt(shared.encode_tgt(y)) == y
+        if UNK not in shared.encode_tgt(y):  # a character the target model lacks is lost, as with its own ids
+            assert shared.decode_tgt(shared.encode_tgt(y)) == y
+    assert sum(UNK not in shared.encode_tgt(y) for y in tgt[::50]) > 0.8 * len(tgt[::50])
     assert shared.encode_src_batch(src[:20]) == [shared.encode_src(x) for x in src[:20]]
     assert shared.encode_tgt_batch(tgt[:20]) == [shared.encode_tgt(y) for y in tgt[:20]]
     assert shared.encode_tgt("鬱") in ([UNK], [ids["▁"], UNK])  # outside the vocabulary: <unk>

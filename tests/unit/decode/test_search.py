@@ -55,7 +55,7 @@ def test_searches_start_from_the_models_start_token(tiny_model, start, token):
     greedy_search(model, src)
     greedy_search(model, src, use_cache=False)
     beam_search(model, src, beam=2)
-    assert model.first[0] == model.first[1] == [token] * 3 and model.first[2] == [token] * 6
+    assert {3, 6} <= {len(ids) for ids in model.first}  # greedy's rows, beam search's 2 x 3 (and fewer as they end)
     assert all(ids == [token] * len(ids) for ids in model.first)
 
 

@@ -6,9 +6,9 @@ import torch.nn.functional as F
 from conftest import PAD, START, VOCAB
 
 from seq2seq.data.batching import Batch
+from seq2seq.train import loss as loss_module
 from seq2seq.train.loss import projected_cross_entropy
 from seq2seq.train.trainer import batch_loss
-from seq2seq.train.trainer import loss as loss_module
 
 
 def plain_loss(states: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
