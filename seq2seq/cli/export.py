@@ -42,8 +42,7 @@ def run(args: argparse.Namespace) -> None:
             raise UserError("export --to transformers writes float32 weights; --quantization is CTranslate2's")
         out = export_transformers(model, args.out)
         print(f"exported {model} to {out} (MarianMT for transformers)")
-        call = f"pipeline('translation', model='{out}')('今天天气很好')"
-        print(f'try: python -c "from transformers import pipeline; print({call})"')
+        print(f"load it: MarianMTModel.from_pretrained('{out}'), MarianTokenizer.from_pretrained('{out}')")
         return
     out = export_ctranslate2(model, args.out, args.quantization)
     print(f"exported {model} to {out} ({args.quantization})")

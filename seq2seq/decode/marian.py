@@ -359,7 +359,7 @@ def import_marian(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Tran
 
     try:
         with quiet(transformers):
-            marian = transformers.MarianMTModel.from_pretrained(str(path), dtype=torch.float32)
+            marian = transformers.MarianMTModel.from_pretrained(str(path))  # our parameters take any dtype as float32
     except (OSError, ValueError) as err:
         raise UserError(
             f"{path}: transformers cannot load the MarianMT weights ({' '.join(str(err).split())[:200]})"
