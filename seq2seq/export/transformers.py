@@ -1,7 +1,8 @@
 """Hugging Face ``transformers`` export: a trained model as a MarianMT model directory.
 
 ``export_transformers`` writes what ``MarianMTModel.from_pretrained(DIR)``,
-``MarianTokenizer.from_pretrained(DIR)`` and ``pipeline("translation", model=DIR)`` load:
+``MarianTokenizer.from_pretrained(DIR)`` and (transformers 4; version 5 removed the task)
+``pipeline("translation", model=DIR)`` load:
 config.json, model.safetensors, generation_config.json and the tokenizer files (source.spm,
 target.spm, vocab.json, tokenizer_config.json). The files are written by ``transformers`` itself
 (``save_pretrained``), so they are in the format the installed version reads; the weights and
