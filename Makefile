@@ -6,7 +6,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# The CPU build of torch; override (e.g. TORCH=torch) for a CUDA machine.
+# The CPU build of torch; override (e.g. TORCH=torch) for a CUDA machine. Named again on the extras' line, so
+# that resolving them (transformers) never swaps it for another build.
 TORCH ?= torch==2.13.0
 # Where scripts/fetch_data.py takes each corpus from; empty = download it (data/README.md).
 SEQ2SEQ_DATA_LOCAL ?= $(wildcard ../shared/data/tatoeba-cmn-eng)
@@ -22,7 +23,7 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,ct2,zh,lexicon,serve,hsk]"
+	$(BIN)/python -m pip install -q -e ".[dev,ct2,zh,lexicon,serve,hsk,hf]" "$(TORCH)"
 	touch $@
 
 data/tatoeba-cmn-eng/all.zh: | $(BIN)/.installed

@@ -10,6 +10,7 @@ import difflib
 import math
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +19,7 @@ import yaml
 
 from seq2seq.atomic import write_text_atomically
 from seq2seq.errors import UserError
+from seq2seq.special import BOS, PAD
 
 DEFAULT_CONFIG = "configs/zh-en.yaml"
 
@@ -35,16 +37,23 @@ class ModelConfig:
     dropout: float = 0.1  # embeddings and sub-layer outputs
     attention_dropout: float = 0.0  # attention weights
     activation_dropout: float = 0.0  # inside the feed-forward block
-    activation: Literal["relu", "gelu"] = "relu"
+    activation: Literal["relu", "gelu", "silu"] = "relu"  # silu: MarianMT's "swish"
     norm: Literal["post", "pre"] = "post"
     tie_embeddings: Literal["all", "decoder", "none"] = "all"
     max_positions: int = 512
     attention: Literal["auto", "sdpa", "explicit"] = "auto"
+    output_bias: bool = False  # a bias on the output projection (MarianMT's final_logits_bias)
+    decoder_start: Literal["bos", "pad"] = "bos"  # the decoder's first input: <start>, or <pad> as MarianMT has it
 
     @property
     def resolved_head_dim(self) -> int:
         """Width K of one head."""
         return self.head_dim if self.head_dim is not None else self.d_model // self.heads
+
+    @property
+    def decoder_start_id(self) -> int:
+        """The id every search, forced score and training batch feeds the decoder first."""
+        return PAD if self.decoder_start == "pad" else BOS
 
 
 Script = Literal["keep", "simplified", "traditional"]
@@ -312,14 +321,36 @@ def _validate(cfg: Config, where: str) -> None:
             lambda: t.device == "auto" or t.device == "cpu" or t.device.startswith("cuda"),
             f"train.device must be auto, cpu or cuda[:N], got {t.device!r}",
         ),
-        (lambda: dec.beam >= 1 and dec.batch_sentences >= 1, "decode.beam and decode.batch_sentences must be >= 1"),
-        (lambda: dec.max_len_a >= 0 and dec.max_len_b >= 1, "decode.max_len_a must be >= 0 and decode.max_len_b >= 1"),
-        (lambda: dec.no_repeat_ngram >= 0, "decode.no_repeat_ngram must be >= 0 (0 turns it off)"),
+        *_decode_checks(dec),
         (lambda: m.tie_embeddings != "all" or d.joint_vocab, "model.tie_embeddings=all needs data.joint_vocab=true"),
     ]
     for ok, message in checks:
         if not ok():
             raise UserError(f"{where}: {message}")
+
+
+def _decode_checks(dec: DecodeConfig) -> list[tuple[Any, str]]:
+    return [
+        (lambda: dec.beam >= 1 and dec.batch_sentences >= 1, "decode.beam and decode.batch_sentences must be >= 1"),
+        (lambda: dec.max_len_a >= 0 and dec.max_len_b >= 1, "decode.max_len_a must be >= 0 and decode.max_len_b >= 1"),
+        (lambda: dec.no_repeat_ngram >= 0, "decode.no_repeat_ngram must be >= 0 (0 turns it off)"),
+    ]
+
+
+def decode_config_from_dict(raw: dict[str, Any], where: str, overrides: Sequence[str] = ()) -> DecodeConfig:
+    """A checked ``DecodeConfig`` from a mapping plus ``decode.key=value`` overrides, for a model that comes
+    without a training config of ours (one imported from another toolkit)."""
+    raw = dict(raw)
+    for text in overrides:
+        path, value = parse_override(text)
+        if len(path) != 2 or path[0] != "decode":
+            raise UserError(f"--set {text!r}: this model takes only decode.* settings, e.g. decode.beam=4")
+        raw[path[1]] = value
+    dec = _build(DecodeConfig, raw, f"{where}: decode")
+    for ok, message in _decode_checks(dec):
+        if not ok():
+            raise UserError(f"{where}: {message}")
+    return dec
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

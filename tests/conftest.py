@@ -175,7 +175,7 @@ class ScriptedModel(nn.Module):
         vocab: int = SCRIPT_VOCAB,
     ) -> None:
         super().__init__()
-        self.cfg = SimpleNamespace(max_positions=64)
+        self.cfg = SimpleNamespace(max_positions=64, decoder_start_id=START)
         self.scripts, self.vocab = scripts, vocab
         self.default = default or {END: 0.97, A: 0.01, B: 0.01, C: 0.01}
         self.prefixes: list[tuple[int, ...]] = []  # every prefix asked about, for inspection
@@ -361,3 +361,86 @@ def serve_process(model: Path, *flags: str) -> Iterator[tuple[subprocess.Popen, 
             process.kill()
         process.wait(timeout=30)
         process.stdout.close()
+
+
+# --- A MarianMT model as transformers saves it (the hf extra) -----------------------------------
+
+MARIAN_SPM_SIZES = {"source.spm": 1200, "target.spm": 400}  # pieces per side: the toy Chinese has ~1050 characters
+
+
+def _marian_spm(lines: list[str], vocab_size: int) -> bytes:
+    """A SentencePiece model with SentencePiece's own special ids (<unk> 0, <s> 1, </s> 2), as OPUS-MT's are."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=vocab_size,
+        hard_vocab_limit=False,
+        num_threads=1,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+@pytest.fixture(scope="session")
+def marian_dir(tmp_path_factory, toy_pairs) -> Path:
+    """A small MarianMT model with seeded random weights, saved by ``save_pretrained`` as a download looks.
+
+    Laid out as OPUS-MT models are: SentencePiece models per side (trained on the toy corpus), one
+    vocab.json with </s> 0, <unk> 1, the pieces of both sides, <pad> last; the decoder starts from
+    <pad>; SiLU ("swish"); a non-zero final_logits_bias, high for </s>. The weights are drawn wide (std 0.3),
+    so the logits of different tokens are far apart and a greedy search does not hinge on rounding.
+    """
+    import sentencepiece as spm
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    out = tmp_path_factory.mktemp("marian") / "opus-mt-toy"
+    spm_dir = tmp_path_factory.mktemp("marian_spm")
+    sides = {"source.spm": toy_pairs[0], "target.spm": toy_pairs[1]}
+    pieces: list[str] = []
+    for name, lines in sides.items():
+        model = _marian_spm(lines, MARIAN_SPM_SIZES[name])
+        (spm_dir / name).write_bytes(model)
+        processor = spm.SentencePieceProcessor(model_proto=model)
+        for i in range(processor.get_piece_size()):
+            if not (processor.is_control(i) or processor.is_unknown(i)) and processor.id_to_piece(i) not in pieces:
+                pieces.append(processor.id_to_piece(i))
+    vocab = {"</s>": 0, "<unk>": 1, **{piece: i + 2 for i, piece in enumerate(pieces)}}
+    vocab["<pad>"] = pad = len(vocab)
+    (spm_dir / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    config = MarianConfig(
+        vocab_size=len(vocab),
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        activation_function="swish",
+        max_position_embeddings=128,
+        scale_embedding=True,
+        pad_token_id=pad,
+        eos_token_id=0,
+        bos_token_id=0,  # as OPUS-MT's config.json has it: no <start> of its own
+        decoder_start_token_id=pad,
+        forced_eos_token_id=None,  # plain greedy search, as ours
+    )
+    model = MarianMTModel(config).eval()
+    draws = torch.Generator().manual_seed(0)  # by sorted name: the same weights whatever order transformers builds
+    with torch.no_grad():
+        for name, tensor in sorted(model.state_dict().items()):
+            if "embed_positions" in name:
+                continue
+            mean, std = (1.0, 0.1) if name.endswith("layer_norm.weight") else (0.0, 0.3)
+            tensor.copy_(torch.randn(tensor.shape, generator=draws) * std + mean)
+        model.final_logits_bias[0, 0] = 8.0  # </s> wins at once for some sources, never for others
+    model.save_pretrained(str(out))
+    MarianTokenizer(
+        str(spm_dir / "source.spm"), str(spm_dir / "target.spm"), str(spm_dir / "vocab.json")
+    ).save_pretrained(str(out))
+    return out

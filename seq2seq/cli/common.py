@@ -68,11 +68,15 @@ def add_models(p: argparse.ArgumentParser, several: bool = True) -> None:
         p.add_argument(
             "--model",
             action="append",
-            help="run directory or checkpoint file (default: the zh-en recipe's run directory); "
-            "several: an ensemble averaging their log-probabilities",
+            help="run directory, checkpoint file or local MarianMT directory (default: the zh-en recipe's run "
+            "directory); several: an ensemble averaging their log-probabilities",
         )
     else:
-        p.add_argument("--model", help="run directory or checkpoint file (default: the zh-en recipe's run directory)")
+        p.add_argument(
+            "--model",
+            help="run directory, checkpoint file or local MarianMT directory (default: the zh-en recipe's run "
+            "directory)",
+        )
 
 
 def add_engine(p: argparse.ArgumentParser) -> None:

@@ -8,11 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-from seq2seq.checkpoint import resolve_checkpoint
 from seq2seq.cli.common import add_engine, add_models, load_for, model_paths, positive_int, read_aligned, run_files
 from seq2seq.cli.output import evaluation_report
 from seq2seq.data.corpus import normalize, read_lines
 from seq2seq.decode.ctranslate2 import require_exported
+from seq2seq.decode.loader import require_model
 from seq2seq.errors import UserError
 from seq2seq.evaluate.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, BucketScore, bucket_scores
 from seq2seq.evaluate.compare import compare
@@ -91,7 +91,7 @@ def _compare(args: argparse.Namespace) -> None:
                     f"--compare {run}: its test split differs from {args.compare[0]}'s; give --src and --ref"
                 )
         for run in args.compare:
-            resolve_checkpoint(run)
+            require_model(run)
         systems = [(run, _translate_file([run], args, sources)) for run in args.compare]
     result = compare(systems, references, args.bootstrap, args.trials)
     if args.json:
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
         return
     models = model_paths(args)
     if not args.hyp:  # no model: say how to make one before anything else
-        resolve_checkpoint(models[0]) if args.engine == "torch" else require_exported(models[0])
+        require_model(models[0]) if args.engine == "torch" else require_exported(models[0])
     run_dir = Path(models[0]) if Path(models[0]).is_dir() else Path(models[0]).parent
     src_path, ref_path = run_files(args, models[0])
     start = time.perf_counter()

@@ -3,10 +3,9 @@
 import argparse
 import sys
 
-from seq2seq.checkpoint import resolve_checkpoint
 from seq2seq.cli.common import add_engine, add_models, load_for, model_paths, read_aligned, run_files
 from seq2seq.cli.output import score_line, score_summary
-from seq2seq.decode.loader import engine_class
+from seq2seq.decode.loader import engine_class, require_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     engine_class(args.engine).require(scoring=True)
     models = model_paths(args)
-    resolve_checkpoint(models[0])  # no model: say "train first" before anything else
+    require_model(models[0])  # no model: say "train first" before anything else
     sources, references = read_aligned(*run_files(args, models[0]))
     translator = load_for(args, models)
     scores = translator.score(sources, references)

@@ -10,9 +10,9 @@ import ipaddress
 import os
 import sys
 
-from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
 from seq2seq.cli.common import add_engine, add_models, default_run_dir, load_for, positive_float, positive_int
 from seq2seq.decode.ctranslate2 import CTranslate2Translator
+from seq2seq.decode.loader import model_step
 from seq2seq.decode.translator import Translator
 from seq2seq.errors import UserError
 
@@ -74,7 +74,7 @@ def _model_step(translator: Translator, model_path: str) -> int | None:
     """The training step of the model served (an exported model records the one it came from)."""
     if isinstance(translator, CTranslate2Translator):
         return translator.step
-    return load_checkpoint(resolve_checkpoint(model_path)).get("step")
+    return model_step(model_path)
 
 
 def run(args: argparse.Namespace) -> None:

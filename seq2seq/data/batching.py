@@ -206,13 +206,14 @@ def pad_rows(flat: Tensor, lengths: Tensor, extra: int = 0) -> Tensor:
     return padded
 
 
-def make_batch(src: tuple[Tensor, Tensor], tgt: tuple[Tensor, Tensor]) -> Batch:
+def make_batch(src: tuple[Tensor, Tensor], tgt: tuple[Tensor, Tensor], start: int = BOS) -> Batch:
     """Padded Batch from each side's (ids one after another, lengths).
 
-    src as stored; tgt wrapped as <start> y… (decoder input) and y… <end> (what it must predict).
+    src as stored; tgt wrapped as <start> y… (decoder input; ``start`` is the model's start token,
+    ``ModelConfig.decoder_start_id``) and y… <end> (what it must predict).
     """
     y = pad_rows(*tgt, extra=1)  # (B, T): room for <end>
     tgt_out = y.clone()
     tgt_out[torch.arange(len(y)), tgt[1]] = EOS
-    tgt_in = torch.cat([torch.full((len(y), 1), BOS, dtype=torch.long), y[:, :-1]], dim=1)
+    tgt_in = torch.cat([torch.full((len(y), 1), start, dtype=torch.long), y[:, :-1]], dim=1)
     return Batch(pad_rows(*src), tgt_in, tgt_out)

@@ -19,6 +19,7 @@ from seq2seq.atomic import write_bytes_atomically
 from seq2seq.config import DataConfig
 from seq2seq.data.corpus import Split, corpus_key
 from seq2seq.data.shards import shard_files
+from seq2seq.data.tokenizer import FILES as TOKENIZER_FILES
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
 
@@ -49,7 +50,7 @@ def cache_key(cfg: DataConfig, tokenizer: Tokenizer | None = None) -> str:
     settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
     digest.update(json.dumps([PIPELINE_VERSION, settings], sort_keys=True).encode())
     if tokenizer is not None:
-        digest.update(b"tokenizer;" + tokenizer.src.serialized_model_proto() + tokenizer.tgt.serialized_model_proto())
+        digest.update(b"tokenizer;" + tokenizer.serialized())
     files = [
         (getattr(corpus, name), f"{corpus_key(cfg, i)}{name}")
         for i, corpus in enumerate(cfg.corpus_list())
@@ -92,8 +93,8 @@ def locked(directory: Path) -> Iterator[None]:
 def install_into_run(cache: Path, run_dir: Path) -> None:
     """Copy tokenizer and dev/test text into the run directory (refusing a different tokenizer)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    wanted = {path.name: path.read_bytes() for path in cache.glob("spm*.model")}
-    present = {path.name: path.read_bytes() for path in run_dir.glob("spm*.model")}
+    wanted = {name: (cache / name).read_bytes() for name in TOKENIZER_FILES if (cache / name).is_file()}
+    present = {name: (run_dir / name).read_bytes() for name in TOKENIZER_FILES if (run_dir / name).is_file()}
     if present and present != wanted:
         raise UserError(
             f"{run_dir} holds a model trained with another tokenizer or corpus; "

@@ -15,7 +15,7 @@ from seq2seq.data.batching import Batch, gather_rows, make_batch
 from seq2seq.data.corpus import Split
 from seq2seq.data.shards import ShardReader, load_tensors, read_lengths
 from seq2seq.data.tokenizer import Tokenizer, seed_sampling
-from seq2seq.special import UNK
+from seq2seq.special import BOS, UNK
 
 
 @dataclass
@@ -71,9 +71,9 @@ class EncodedSplit:
         flat, lengths = self.rows("src", torch.tensor(indices, dtype=torch.long))
         return [ids.tolist() for ids in flat.split(lengths.tolist())]
 
-    def batch(self, indices: Tensor) -> Batch:
-        """Padded batch of the given sentence indices."""
-        return make_batch(self.rows("src", indices), self.rows("tgt", indices))
+    def batch(self, indices: Tensor, start: int = BOS) -> Batch:
+        """Padded batch of the given sentence indices, the decoder input starting with ``start``."""
+        return make_batch(self.rows("src", indices), self.rows("tgt", indices), start)
 
     def state(self) -> dict[str, Tensor]:
         """The four flat tensors by name."""

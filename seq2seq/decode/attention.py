@@ -17,7 +17,7 @@ from seq2seq.errors import UserError
 from seq2seq.model.layers import MultiHeadAttention, explicit_attention
 from seq2seq.model.masks import padding_mask
 from seq2seq.model.transformer import Transformer
-from seq2seq.special import BOS, PAD
+from seq2seq.special import PAD
 
 
 @dataclass
@@ -62,7 +62,7 @@ def attention_weights(model: Transformer, src: list[int], tgt: list[int]) -> Att
     """Every layer's and head's attention for source ids ``x… <end>`` and translation ``tgt`` (no <start>/<end>)."""
     device = next(model.parameters()).device
     src_ids = torch.tensor([src], device=device)
-    tgt_in = torch.tensor([[BOS, *tgt]], device=device)
+    tgt_in = torch.tensor([[model.cfg.decoder_start_id, *tgt]], device=device)
     src_mask = padding_mask(src_ids, PAD)
     encoder: list[Tensor] = []
     decoder_self: list[Tensor] = []

@@ -45,11 +45,6 @@ def require_ctranslate2() -> Any:
     return ctranslate2
 
 
-def pieces(processor: Any) -> list[str]:
-    """A SentencePiece model's pieces in id order (CTranslate2's vocabulary)."""
-    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-
-
 def require_exported(path: str | Path) -> Path:
     """``path`` if it is a directory written by ``export_ctranslate2``, else a one-line error saying how to make one."""
     path = Path(path)
@@ -97,7 +92,7 @@ class CTranslate2Translator(Translator):
         )
         self.compute_type = self.precision = self.engine_model.compute_type
         self.step = settings.get("step")  # the training step of the checkpoint it was exported from
-        self._tgt_ids = {piece: i for i, piece in enumerate(pieces(tokenizer.tgt))}
+        self._tgt_ids = {piece: i for i, piece in enumerate(tokenizer.tgt_vocabulary())}
 
     def search(
         self, sources: list[list[int]], beam: int, nbest: int, options: SearchOptions = PLAIN

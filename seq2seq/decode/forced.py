@@ -1,9 +1,10 @@
 """Forced decoding: how probable the model finds a given translation, token by token.
 
-The decoder reads ``<start> y…`` and scores ``y… <end>`` in one pass (teacher forcing), with the
-same step distribution the searches use (log-softmax of ``model.logits`` in float32), so the
-log-probability of the model's own greedy output equals greedy search's score, and
-``normalized`` equals beam search's score for an output that ended with ``<end>``.
+The decoder reads ``<start> y…`` (its first id the model's ``cfg.decoder_start_id``) and scores
+``y… <end>`` in one pass (teacher forcing), with the same step distribution the searches use
+(log-softmax of ``model.logits`` in float32), so the log-probability of the model's own greedy
+output equals greedy search's score, and ``normalized`` equals beam search's score for an output
+that ended with ``<end>``.
 """
 
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from torch import Tensor, nn
 from seq2seq.decode.batched import length_sorted_batches, pad_batch
 from seq2seq.decode.search import length_penalty_factor
 from seq2seq.model.masks import padding_mask
-from seq2seq.special import BOS, EOS, PAD
+from seq2seq.special import EOS, PAD
 
 
 @dataclass
@@ -31,7 +32,8 @@ class ForcedScore:
 @torch.no_grad()
 def target_log_probs(model: nn.Module, src: Tensor, tgt: Tensor) -> Tensor:
     """src (B, S) and targets tgt (B, T) = ``y… <end>`` right-padded -> log-probabilities (B, T), 0 at padding."""
-    tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)  # (B, T): <start> y…
+    start = torch.full_like(tgt[:, :1], model.cfg.decoder_start_id)
+    tgt_in = torch.cat([start, tgt[:, :-1]], dim=1)  # (B, T): <start> y…
     tgt_in = tgt_in.masked_fill(tgt_in == EOS, PAD)  # a shorter row's <end> is not an input
     src_mask = padding_mask(src, PAD)
     states = model.decode(tgt_in, model.encode(src, src_mask), src_mask)  # (B, T, D)

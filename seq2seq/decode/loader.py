@@ -2,8 +2,9 @@
 
 ``load_translator`` is the one entry point the verbs (translate, evaluate, score, serve) call:
 
-* engine ``torch``: our own decoder (``seq2seq.decode.torch_engine``) on run directories or
-  checkpoints, one model or an ensemble of several, each loaded once; precision ``float32`` or
+* engine ``torch``: our own decoder (``seq2seq.decode.torch_engine``) on run directories,
+  checkpoints or local MarianMT directories (converted by ``seq2seq.decode.marian``), one model or
+  an ensemble of several, each loaded once; precision ``float32`` or
   ``bf16`` (a bf16 copy of the weights; the search's softmax and scores stay float32), ``auto``
   as ``seq2seq.device.decode_precision`` decides.
 * engine ``ctranslate2``: a directory written by ``seq2seq export --to ctranslate2``
@@ -20,6 +21,7 @@ from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
 from seq2seq.config import Config, config_from_dict, parse_override
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decode.ctranslate2 import CTranslate2Translator
+from seq2seq.decode.marian import import_marian, is_marian_dir
 from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.decode.translator import Translator, source_normalizer, target_normalizer
 from seq2seq.device import DECODE_PRECISIONS, decode_precision
@@ -35,10 +37,14 @@ _CT2_COMPUTE = {"auto": "default", "float32": "float32", "bf16": "bfloat16"}
 def load_model(
     model_path: str | Path, device: torch.device, overrides: list[str] = ()
 ) -> tuple[Transformer, Tokenizer, Config]:
-    """Rebuild model, tokenizer and config from a checkpoint (its run directory holds the tokenizer).
+    """Rebuild model, tokenizer and config from a checkpoint (its run directory holds the tokenizer),
+    or convert a MarianMT directory.
 
     ``overrides`` (``decode.key=value``) change the stored decoding settings for this use only.
     """
+    if is_marian_dir(model_path):
+        model, tokenizer, cfg = import_marian(model_path, overrides)
+        return model.to(device), tokenizer, cfg
     path = resolve_checkpoint(model_path)
     state = load_checkpoint(path)
     for text in overrides:
@@ -69,7 +75,7 @@ def load_models(
     if len(loaded) == 1:
         return model, tokenizer, cfg
     for path, (_, other, _) in zip(model_paths[1:], loaded[1:], strict=True):
-        if _tokenizer_bytes(other) != _tokenizer_bytes(tokenizer):
+        if other.serialized() != tokenizer.serialized():
             raise UserError(
                 f"--model {path}: its tokenizer differs from that of --model {model_paths[0]}; "
                 "an ensemble needs models trained with the same SentencePiece model"
@@ -77,8 +83,15 @@ def load_models(
     return Ensemble([m for m, _, _ in loaded]).eval(), tokenizer, cfg
 
 
-def _tokenizer_bytes(tokenizer: Tokenizer) -> tuple[bytes, bytes]:
-    return tokenizer.src.serialized_model_proto(), tokenizer.tgt.serialized_model_proto()
+def require_model(model_path: str | Path) -> None:
+    """A one-line error ("train first") unless ``model_path`` is a checkpoint, run directory or MarianMT directory."""
+    if not is_marian_dir(model_path):
+        resolve_checkpoint(model_path)
+
+
+def model_step(model_path: str | Path) -> int | None:
+    """The training step of a checkpoint (None for a MarianMT directory, which does not record one)."""
+    return None if is_marian_dir(model_path) else load_checkpoint(resolve_checkpoint(model_path)).get("step")
 
 
 def engine_class(engine: str) -> type[Translator]:

@@ -9,7 +9,8 @@ mask the next-token log-probabilities (forced prefixes, n-gram blocking) so one
 loop serves every variant. Greedy search also takes a ``TokenSampler``, which draws
 the next token (temperature, top-k, top-p) instead of taking the most probable.
 
-Both start every hypothesis from ``<start>``, feed one new position per step
+Both start every hypothesis from the model's start token (``cfg.decoder_start_id``: ``<start>``, or
+``<pad>`` for a model that starts as MarianMT does; "<start>" below means that token), feed one new position per step
 through a ``DecoderCache`` (``use_cache=False`` re-runs the decoder on the whole
 prefix instead: slower, same result, kept for tests and benchmarks), stop a
 sentence at ``<end>`` or at ``max_len_a · len(src) + max_len_b`` tokens, and stop
@@ -161,7 +162,7 @@ def greedy_search(
     memory = model.encode(src, src_mask)
     limits = length_limits(src, max_len_a, max_len_b, model.cfg.max_positions).tolist()
     b = src.size(0)
-    tokens = torch.full((b, 1), BOS, dtype=torch.long, device=src.device)
+    tokens = torch.full((b, 1), model.cfg.decoder_start_id, dtype=torch.long, device=src.device)
     cache = DecoderCache() if use_cache else None
     outputs: list[list[int]] = [[] for _ in range(b)]
     scores = [0.0] * b
@@ -216,7 +217,7 @@ def start_beams(
     and an empty cache."""
     src_mask = padding_mask(src, PAD)
     memory = model.encode(src, src_mask).repeat_interleave(n, dim=0)  # (B*N, S, D)
-    tokens = torch.full((src.size(0) * n, 1), BOS, dtype=torch.long, device=src.device)
+    tokens = torch.full((src.size(0) * n, 1), model.cfg.decoder_start_id, dtype=torch.long, device=src.device)
     return memory, src_mask.repeat_interleave(n, dim=0), tokens, DecoderCache() if use_cache else None
 
 

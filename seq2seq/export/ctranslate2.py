@@ -13,13 +13,15 @@ How our model maps onto the specification:
   rather than left for CTranslate2 to generate);
 * self-attention's Q, K, V as one fused projection, cross-attention's K, V as one;
 * tied embeddings: the same array in several places, which CTranslate2 stores once;
-* the vocabularies are the SentencePiece pieces in id order, so ids agree: <pad>, <unk>,
-  <start> (BOS and decoder start), <end> (EOS); the source is given with its <end> already
-  appended, as our encoder reads it;
+* the vocabularies are the tokenizer's pieces in id order (``Tokenizer.src_vocabulary``), so ids
+  agree: <pad>, <unk>, <start> (BOS), <end> (EOS); the decoder starts from the model's
+  ``decoder_start_id`` (<start>, or <pad> for a MarianMT import); the source is given with its
+  <end> already appended, as our encoder reads it;
+* an output bias (``output_bias``) is the projection's bias;
 * LayerNorm epsilon 1e-5 (torch's default; CTranslate2's own differs).
 
 Every ``ModelConfig`` option has a counterpart (full-width heads through ``head_dim``, GELU
-through ``activation``; ``tests/unit/export/test_ctranslate2.py`` exports each shape); should the specification
+and SiLU through ``activation``; ``tests/unit/export/test_ctranslate2.py`` exports each shape); should the specification
 refuse a model, ``export_ctranslate2`` says so in one line with CTranslate2's reason.
 """
 
@@ -31,8 +33,8 @@ from typing import Any
 import torch
 
 from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
-from seq2seq.data.tokenizer import JOINT, SRC, TGT, Tokenizer
-from seq2seq.decode.ctranslate2 import SETTINGS, pieces, require_ctranslate2
+from seq2seq.data.tokenizer import FILES, Tokenizer
+from seq2seq.decode.ctranslate2 import SETTINGS, require_ctranslate2
 from seq2seq.decode.loader import load_model
 from seq2seq.errors import UserError
 from seq2seq.model.layers import MultiHeadAttention
@@ -40,6 +42,11 @@ from seq2seq.model.transformer import Transformer
 from seq2seq.special import BOS, EOS, UNK
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_bfloat16", "bfloat16")
+_ACTIVATIONS = {
+    "relu": lambda specs: specs.Activation.RELU,
+    "gelu": lambda specs: specs.Activation.GELU,
+    "silu": lambda specs: specs.Activation.SWISH,
+}
 # so ``evaluate --model DIR`` finds the run's splits, with their novelty and other-script sources when present
 COPIED = ("test.src", "test.tgt", "dev.src", "dev.tgt", "test.novelty", "test.traditional.src", "test.simplified.src")
 
@@ -85,7 +92,7 @@ def build_spec(model: Transformer, tokenizer: Tokenizer) -> Any:
     shape: dict[str, Any] = {
         "num_heads": cfg.heads,
         "pre_norm": cfg.norm == "pre",
-        "activation": specs.Activation.GELU if cfg.activation == "gelu" else specs.Activation.RELU,
+        "activation": _ACTIVATIONS[cfg.activation](specs),
     }
     if cfg.resolved_head_dim * cfg.heads != cfg.d_model:
         shape["head_dim"] = cfg.resolved_head_dim
@@ -109,15 +116,15 @@ def build_spec(model: Transformer, tokenizer: Tokenizer) -> Any:
     if cfg.norm == "pre":
         _set_norm(encoder.layer_norm, model.encoder_norm)
         _set_norm(decoder.layer_norm, model.decoder_norm)
-    decoder.projection.weight = _array(model.out_proj.weight)
+    _set_linear(decoder.projection, model.out_proj.weight, model.out_proj.bias)
 
-    spec.register_source_vocabulary(pieces(tokenizer.src))
-    spec.register_target_vocabulary(pieces(tokenizer.tgt))
-    target = pieces(tokenizer.tgt)
+    spec.register_source_vocabulary(tokenizer.src_vocabulary())
+    target = tokenizer.tgt_vocabulary()
+    spec.register_target_vocabulary(target)
     spec.config.unk_token = target[UNK]
     spec.config.bos_token = target[BOS]
     spec.config.eos_token = target[EOS]
-    spec.config.decoder_start_token = target[BOS]
+    spec.config.decoder_start_token = target[cfg.decoder_start_id]
     spec.config.add_source_bos = False
     spec.config.add_source_eos = False  # our source ids already end with <end>
     spec.config.layer_norm_epsilon = model.encoder_layers[0].attn_res.norm.eps
@@ -149,7 +156,7 @@ def export_ctranslate2(model_path: str | Path, out: str | Path, quantization: st
     out.mkdir(parents=True, exist_ok=True)
     spec.save(str(out))
     run_dir = checkpoint.parent
-    for name in (JOINT, SRC, TGT, *COPIED):
+    for name in (*FILES, *COPIED):
         if (run_dir / name).is_file():
             shutil.copyfile(run_dir / name, out / name)
     settings = {

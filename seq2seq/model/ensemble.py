@@ -25,6 +25,8 @@ class Ensemble(nn.Module):
 
     def __init__(self, members: Sequence[nn.Module]) -> None:
         super().__init__()
+        if len({m.cfg.decoder_start for m in members}) > 1:
+            raise ValueError("ensemble members must start their decoders from the same token (model.decoder_start)")
         self.members = nn.ModuleList(members)
         self.cfg = dataclasses.replace(members[0].cfg, max_positions=min(m.cfg.max_positions for m in members))
         self.widths = [m.cfg.d_model for m in members]

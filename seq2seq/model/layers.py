@@ -147,14 +147,17 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out)
 
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
+
+
 class FeedForward(nn.Module):
-    """Position-wise D -> F -> D with ReLU or GELU (dropout on the F-wide activation)."""
+    """Position-wise D -> F -> D with ReLU, GELU or SiLU (dropout on the F-wide activation)."""
 
     def __init__(self, d_model: int, ffn_dim: int, dropout: float, activation: str) -> None:
         super().__init__()
         self.up = nn.Linear(d_model, ffn_dim)
         self.down = nn.Linear(ffn_dim, d_model)
-        self.act = nn.GELU() if activation == "gelu" else nn.ReLU()
+        self.act = ACTIVATIONS[activation]()
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -8,7 +8,8 @@ masks are combined with ``&`` only.
   masked as a whole, so every row keeps at least one real key (the source always
   ends with ``<end>``) and softmax never sees a row of -inf, i.e. no NaN.
 * decoder self-attention mask, (B, 1, T, T): causal (position t sees 0..t) and
-  target key padding. Position 0 is ``<start>``, so again no row is empty.
+  target key padding. Position 0 is the start token and always a real key, even where that
+  token is ``<pad>`` (MarianMT's decoder starts from it), so again no row is empty.
 * cross-attention mask, (B, 1, 1, S): the encoder padding mask reused, so decoder
   queries never look at padded encoder positions.
 """
@@ -28,5 +29,7 @@ def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
 
 
 def decoder_self_mask(tgt: Tensor, pad_id: int) -> Tensor:
-    """Decoder self-attention mask (B, 1, T, T): causal & target key padding."""
-    return causal_mask(tgt.size(1), tgt.device) & padding_mask(tgt, pad_id)
+    """Decoder self-attention mask (B, 1, T, T): causal & target key padding, the start position always a key."""
+    keys = padding_mask(tgt, pad_id)  # (B, 1, 1, T)
+    keys[..., 0] = True
+    return causal_mask(tgt.size(1), tgt.device) & keys

@@ -1,8 +1,10 @@
 """The encoder-decoder Transformer: ``encode`` reads the source once, ``decode``
 runs the decoder (whole target in training, one new position per step with a
-``DecoderCache`` at inference), ``logits`` projects to the vocabulary. Training
-takes ``states`` (teacher forcing) and lets ``seq2seq.train.loss`` project them fused
-with the loss.
+``DecoderCache`` at inference), ``logits`` projects to the vocabulary (plus a bias where
+``output_bias`` asks for one). Training takes ``states`` (teacher forcing) and lets
+``seq2seq.train.loss`` project them fused with the loss. The decoder's first input is
+``cfg.decoder_start_id`` (<start>, or <pad> for models that start as MarianMT does); the callers
+build the decoder input with it.
 
 The model does no I/O: tensors in, tensors out.
 """
@@ -34,7 +36,7 @@ class Transformer(nn.Module):
         # Pre-norm leaves the residual stream unnormalised, so each stack ends with a LayerNorm.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
-        self.out_proj = nn.Linear(cfg.d_model, tgt_vocab, bias=False)
+        self.out_proj = nn.Linear(cfg.d_model, tgt_vocab, bias=cfg.output_bias)
         self._init_parameters()
         if cfg.tie_embeddings != "none":
             self.out_proj.weight = tgt_tokens.weight
@@ -60,7 +62,8 @@ class Transformer(nn.Module):
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
         """Decoder states (B, T, D) for target ids tgt (B, T).
 
-        Without a cache, tgt is the whole input ``<start> y…`` and the causal &
+        Without a cache, tgt is the whole input ``<start> y…`` (its first id is
+        ``cfg.decoder_start_id``) and the causal &
         padding mask applies. With a cache, tgt holds only the new positions
         following ``cache.length`` earlier ones, which the cache supplies.
         """

@@ -7,6 +7,9 @@ classes, target t and smoothing ε is
 
 and its gradient is simple: ∂loss/∂z = softmax(z) − (1 − ε)·onehot(t) − ε/V.
 
+A bias b (``model.output_bias``) adds to z before the softmax; its gradient is ∂loss/∂z summed
+over positions.
+
 ``F.cross_entropy(model(src, tgt_in))`` builds the whole (N, V) logit matrix, keeps a
 float32 log-softmax of it for the backward pass, and pays for padded positions too. Here the
 non-pad rows are taken first and projected in one matmul; the softmax runs in float32 a chunk
@@ -46,13 +49,14 @@ def logits_buffer(rows: int, cols: int, like: Tensor) -> Tensor:
 
 
 class _ProjectedCrossEntropy(torch.autograd.Function):
-    """h (N, D), W (V, D), targets (N,) -> summed loss; gradients computed in forward if wanted."""
+    """h (N, D), W (V, D), bias (V,) or None, targets (N,) -> summed loss; gradients computed in forward if wanted."""
 
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: FunctionCtx,
         h: Tensor,
         weight: Tensor,
+        bias: Tensor | None,
         targets: Tensor,
         smoothing: float,
         dtype: torch.dtype,
@@ -62,6 +66,8 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         h_c, w_c = h.to(dtype), weight.to(dtype)
         vocab = weight.size(0)
         logits = torch.mm(h_c, w_c.t(), out=logits_buffer(h_c.size(0), vocab, h_c))  # (N, V); becomes its gradient
+        if bias is not None:
+            logits += bias.to(dtype)
         total = torch.zeros((), dtype=acc, device=h.device)
         # Two float32 chunk buffers reused across chunks: fresh megabyte-sized tensors per chunk
         # page-fault again, as in logits_buffer.
@@ -83,27 +89,32 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         if want_grad:
             grad_h = (logits @ w_c).to(h.dtype)
             grad_w = (logits.t() @ h_c).to(weight.dtype)
-            ctx.save_for_backward(grad_h, grad_w)
+            # The bias's gradient is the logits' gradient summed over positions (a zero-size stand-in without one).
+            grad_b = logits.sum(0, dtype=acc).to(bias.dtype) if bias is not None else grad_w.new_empty(0)
+            ctx.save_for_backward(grad_h, grad_w, grad_b)
         return total
 
     @staticmethod
     @once_differentiable
     def backward(ctx: FunctionCtx, grad_out: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        grad_h, grad_w = ctx.saved_tensors  # type: ignore[attr-defined]
-        return grad_h * grad_out, grad_w * grad_out, None, None, None, None
+        grad_h, grad_w, grad_b = ctx.saved_tensors  # type: ignore[attr-defined]
+        grad_bias = grad_b * grad_out if ctx.needs_input_grad[2] else None
+        return grad_h * grad_out, grad_w * grad_out, grad_bias, None, None, None, None
 
 
-def projected_cross_entropy(states: Tensor, weight: Tensor, targets: Tensor, label_smoothing: float = 0.0) -> Tensor:
-    """Summed label-smoothed cross-entropy of ``states @ weight.T`` over non-pad targets.
+def projected_cross_entropy(
+    states: Tensor, weight: Tensor, targets: Tensor, label_smoothing: float = 0.0, bias: Tensor | None = None
+) -> Tensor:
+    """Summed label-smoothed cross-entropy of ``states @ weight.T + bias`` over non-pad targets.
 
-    states (..., D) decoder outputs, weight (V, D) output projection, targets (...) ids with
-    ``PAD`` where nothing is predicted -> scalar loss (sum over the non-pad positions).
+    states (..., D) decoder outputs, weight (V, D) output projection, bias (V,) or None, targets (...)
+    ids with ``PAD`` where nothing is predicted -> scalar loss (sum over the non-pad positions).
     """
     dtype = torch.get_autocast_dtype(states.device.type) if torch.is_autocast_enabled(states.device.type) else None
-    want_grad = torch.is_grad_enabled() and (states.requires_grad or weight.requires_grad)
+    want_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (states, weight, bias))
     keep = targets.reshape(-1) != PAD
     h = states.reshape(-1, states.size(-1))[keep]
     with torch.autocast(states.device.type, enabled=False):
         return _ProjectedCrossEntropy.apply(
-            h, weight, targets.reshape(-1)[keep], label_smoothing, dtype or h.dtype, want_grad
+            h, weight, bias, targets.reshape(-1)[keep], label_smoothing, dtype or h.dtype, want_grad
         )

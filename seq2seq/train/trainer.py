@@ -34,7 +34,7 @@ from seq2seq.device import autocast, resolve_device, resolve_precision
 from seq2seq.errors import UserError
 from seq2seq.evaluate.metrics import corpus_scores
 from seq2seq.model.transformer import Transformer
-from seq2seq.special import PAD
+from seq2seq.special import BOS, PAD
 from seq2seq.train.distributed import SINGLE, World
 from seq2seq.train.loss import projected_cross_entropy
 from seq2seq.train.precision import DESCRIPTIONS, MasterWeights
@@ -86,7 +86,9 @@ def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, autocas
     """Summed label-smoothed cross-entropy over non-pad target tokens (teacher forcing)."""
     with autocast(batch.src.device, autocast_bf16):
         states = model.states(batch.src, batch.tgt_in)  # (B, T, D)
-        return projected_cross_entropy(states, model.out_proj.weight, batch.tgt_out, label_smoothing)
+        return projected_cross_entropy(
+            states, model.out_proj.weight, batch.tgt_out, label_smoothing, model.out_proj.bias
+        )
 
 
 @torch.no_grad()
@@ -97,13 +99,15 @@ def dev_loss(
     device: torch.device,
     autocast_bf16: bool,
     world: World = SINGLE,
+    start: int = BOS,
 ) -> float:
-    """Per-token cross-entropy (no smoothing) on the dev split; each rank of ``world`` takes its share of it."""
+    """Per-token cross-entropy (no smoothing) on the dev split; each rank of ``world`` takes its share of it
+    (``start``: the model's decoder start token)."""
     model.eval()
     total, tokens = 0.0, 0
     batches = BucketSampler(dev.src_lengths, dev.tgt_lengths, batch_tokens, seed=0, shuffle=False).epoch_batches(0)
     for idx in world.mine(batches):
-        batch = dev.batch(idx).to(device)
+        batch = dev.batch(idx, start).to(device)
         total += float(batch_loss(model, batch, 0.0, autocast_bf16))
         tokens += batch.tokens
     model.train()
@@ -270,7 +274,15 @@ class Trainer:
     def validate(self) -> dict[str, float]:
         """Dev loss and perplexity; BLEU and chrF of greedy output."""
         world = self.world
-        loss = dev_loss(self.model, self.data.dev, self.cfg.data.batch_tokens, self.device, self.eval_autocast, world)
+        loss = dev_loss(
+            self.model,
+            self.data.dev,
+            self.cfg.data.batch_tokens,
+            self.device,
+            self.eval_autocast,
+            world,
+            self.cfg.model.decoder_start_id,
+        )
         result = {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50.0))}
         chosen = even_sample(len(self.data.dev), self.tc.eval_sentences)
         if chosen:
@@ -366,13 +378,13 @@ class Trainer:
         losses are divided by the target tokens of all of them (``seq2seq.train.distributed``).
         """
         sampler_before, rng_before = self.sampler.state_dict(), torch.get_rng_state()
-        world = self.world
+        world, start = self.world, self.cfg.model.decoder_start_id
         try:
             batches = []
             for i in range(self.tc.accum_steps * world.size):
                 indices = next(self.batches)  # first: it may start a new epoch (and segmentation)
                 if i % world.size == world.rank:
-                    batches.append(self._train_split().batch(indices).to(self.device))
+                    batches.append(self._train_split().batch(indices, start).to(self.device))
             (tokens,) = world.sum([sum(b.tokens for b in batches)])
             tokens = int(tokens)
             total = 0.0

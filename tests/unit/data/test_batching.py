@@ -248,3 +248,12 @@ def test_lengths_at_gives_each_epoch_its_own_lengths_when_it_starts(toy_lengths)
     for idx in epoch1:  # batches are cut with the epoch's own lengths
         assert len(idx) * max(int((2 * src_len[idx]).max()), int((2 * tgt_len[idx]).max()) + 1) <= 512
     assert len(epoch1) > len(served)
+
+
+def test_collate_starts_the_decoder_input_with_the_models_start_token():
+    """A model that starts from <pad> (MarianMT's way) reads <pad> first; nothing else moves."""
+    split = EncodedSplit.from_lists([[5, EOS], [7, 6, EOS]], [[8, 9], [11]])
+    bos, pad = split.batch(torch.arange(2)), split.batch(torch.arange(2), start=PAD)
+    assert pad.tgt_in.tolist() == [[PAD, 8, 9], [PAD, 11, PAD]]
+    assert torch.equal(pad.tgt_in[:, 1:], bos.tgt_in[:, 1:]) and torch.equal(pad.tgt_out, bos.tgt_out)
+    assert torch.equal(pad.src, bos.src)

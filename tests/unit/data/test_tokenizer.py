@@ -3,7 +3,7 @@
 import pytest
 
 from seq2seq.data.corpus import normalize
-from seq2seq.data.tokenizer import JOINT, SRC, TGT, Tokenizer, seed_sampling
+from seq2seq.data.tokenizer import JOINT, SRC, TGT, VOCABULARY, Tokenizer, seed_sampling
 from seq2seq.errors import UserError
 from seq2seq.special import BOS, EOS, PAD, UNK
 
@@ -168,3 +168,49 @@ def test_sampled_segmentations_decode_to_the_text_and_vary(toy_pairs, model_type
     assert tok.encode_src(toy_pairs[0][3], alpha=0.1)[-1] == EOS  # sampled sources still end with <end>
     seed_sampling(1)
     assert [tok.encode_tgt(sentence, alpha=0.1) for _ in range(30)] == samples  # the seed decides
+
+
+# --- one shared vocabulary over two segmenters (MarianMT's layout) ------------------------------
+@pytest.fixture(scope="module")
+def shared(separate) -> Tokenizer:
+    """The separate side models, their pieces given ids by one vocabulary: the specials, then every piece of
+    either side once, in reverse order (so the ids are not either model's own)."""
+    pieces = [separate.src.id_to_piece(i) for i in range(4, separate.src.get_piece_size())]
+    pieces += [
+        p for p in (separate.tgt.id_to_piece(i) for i in range(4, separate.tgt.get_piece_size())) if p not in pieces
+    ]
+    vocabulary = ["<pad>", "<unk>", "<start>", "</s>", *reversed(pieces)]
+    return Tokenizer(separate.src.serialized_model_proto(), separate.tgt.serialized_model_proto(), vocabulary)
+
+
+def test_a_shared_vocabulary_gives_each_sides_pieces_its_ids(shared, toy_pairs):
+    src, tgt = toy_pairs
+    ids = {piece: i for i, piece in enumerate(shared.vocabulary)}
+    assert shared.src_vocab_size == shared.tgt_vocab_size == len(shared.vocabulary)
+    for x, y in zip(src[::50], tgt[::50], strict=True):
+        assert shared.encode_src(x) == [ids.get(p, UNK) for p in shared.src.encode(x, out_type=str)] + [EOS]
+        assert shared.encode_tgt(y) == [ids.get(p, UNK) for p in shared.tgt.encode(y, out_type=str)]
+        if UNK not in shared.encode_tgt(y):  # a character the target model lacks is lost, as with its own ids
+            assert shared.decode_tgt(shared.encode_tgt(y)) == y
+    assert sum(UNK not in shared.encode_tgt(y) for y in tgt[::50]) > 0.8 * len(tgt[::50])
+    assert shared.encode_src_batch(src[:20]) == [shared.encode_src(x) for x in src[:20]]
+    assert shared.encode_tgt_batch(tgt[:20]) == [shared.encode_tgt(y) for y in tgt[:20]]
+    assert shared.encode_tgt("鬱") in ([UNK], [ids["▁"], UNK])  # outside the vocabulary: <unk>
+    assert shared.tgt_pieces(shared.encode_tgt("Tom")) == shared.tgt.encode("Tom", out_type=str)
+
+
+def test_a_piece_of_the_other_side_decodes_as_its_text(shared):
+    """A source piece in a translation (the vocabulary is shared, the target model does not know it)."""
+    ids = {piece: i for i, piece in enumerate(shared.vocabulary)}
+    assert shared.decode_tgt([*shared.encode_tgt("Tom said"), ids["你"]]) == "Tom said你"
+
+
+def test_a_shared_vocabulary_saves_and_loads(shared, tmp_path, toy_pairs):
+    shared.save(tmp_path)
+    assert {p.name for p in tmp_path.iterdir()} == {SRC, TGT, VOCABULARY}
+    loaded = Tokenizer.load(tmp_path)
+    assert loaded.vocabulary == shared.vocabulary and loaded.serialized() == shared.serialized()
+    assert loaded.encode_src(toy_pairs[0][7]) == shared.encode_src(toy_pairs[0][7])
+    (tmp_path / VOCABULARY).write_text('{"a": 1}', encoding="utf-8")
+    with pytest.raises(UserError, match=r"spm\.vocab\.json: expected a JSON list of pieces"):
+        Tokenizer.load(tmp_path)

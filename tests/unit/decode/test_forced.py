@@ -16,9 +16,10 @@ def _ids(src: Tensor) -> list[list[int]]:
     return [unpad(src, row)[0].tolist() for row in range(src.size(0))]
 
 
-@pytest.fixture
-def ramp(tiny_model):
-    return PositionRamp(tiny_model(seed=9))
+@pytest.fixture(params=["bos", "pad"])
+def ramp(request, tiny_model):
+    """A decoder starting from <start>, and one starting from <pad> as MarianMT's does."""
+    return PositionRamp(tiny_model(seed=9, decoder_start=request.param))
 
 
 def test_greedy_output_scores_as_greedy_search(ramp):

@@ -29,9 +29,41 @@ from seq2seq.decode.search import beam_search, greedy_search, length_limits
 
 
 # -- a real (tiny, random) model --------------------------------------------
-@pytest.fixture
-def ramp_model(tiny_model):
-    return EosRamp(tiny_model())
+@pytest.fixture(params=["bos", "pad"])
+def ramp_model(request, tiny_model):
+    """Every invariant below holds for a decoder that starts from <start> and one that starts from <pad>."""
+    return EosRamp(tiny_model(decoder_start=request.param))
+
+
+class FirstInputs(EosRamp):
+    """Records the decoder's first input ids of every search (the start tokens)."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.first: list[list[int]] = []
+
+    def decode(self, tgt, memory, src_mask, cache=None):
+        if cache is None or cache.length == 0:
+            self.first.append(tgt[:, 0].tolist())
+        return super().decode(tgt, memory, src_mask, cache)
+
+
+@pytest.mark.parametrize(("start", "token"), [("bos", START), ("pad", PAD)])
+def test_searches_start_from_the_models_start_token(tiny_model, start, token):
+    model = FirstInputs(tiny_model(decoder_start=start))
+    src = sources(3)
+    greedy_search(model, src)
+    greedy_search(model, src, use_cache=False)
+    beam_search(model, src, beam=2)
+    assert {3, 6} <= {len(ids) for ids in model.first}  # greedy's rows, beam search's 2 x 3 (and fewer as they end)
+    assert all(ids == [token] * len(ids) for ids in model.first)
+
+
+def test_the_start_token_changes_the_outputs(tiny_model):
+    src = sources(8, seed=5)
+    bos = greedy_search(EosRamp(tiny_model(decoder_start="bos")), src)
+    pad = greedy_search(EosRamp(tiny_model(decoder_start="pad")), src)
+    assert [h.tokens for h in bos] != [h.tokens for h in pad]
 
 
 def test_ramp_model_mixes_eos_and_length_limit_endings(ramp_model):

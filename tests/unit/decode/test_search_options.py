@@ -8,7 +8,21 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import END, GREEDY_TRAP, UNK, A, B, C, PositionRamp, ScriptedModel, gnmt, script_src, sources, unpad
+from conftest import (
+    END,
+    GREEDY_TRAP,
+    START,
+    UNK,
+    A,
+    B,
+    C,
+    PositionRamp,
+    ScriptedModel,
+    gnmt,
+    script_src,
+    sources,
+    unpad,
+)
 from torch import Tensor, nn
 
 from seq2seq.config import DecodeConfig
@@ -25,7 +39,7 @@ class FixedNext(nn.Module):
 
     def __init__(self, probs: dict[int, float], vocab: int = 7) -> None:
         super().__init__()
-        self.cfg = SimpleNamespace(max_positions=64)
+        self.cfg = SimpleNamespace(max_positions=64, decoder_start_id=START)
         self.table = torch.full((vocab,), float("-inf"))
         for token, p in probs.items():
             self.table[token] = math.log(p)
@@ -98,12 +112,12 @@ def test_sampling_limits_are_greedy(tiny_model, settings):
 
 def test_seed_reproduces_draws_and_scores_are_model_log_probs(tiny_model):
     model = PositionRamp(tiny_model(seed=13))
-    sources = [unpad(sources(10, seed=42), row)[0].tolist() for row in range(10)]
+    source_ids = [unpad(sources(10, seed=42), row)[0].tolist() for row in range(10)]
     decode = DecodeConfig(batch_sentences=4)
 
     def draw(seed: int):
         return search_ids(
-            model, sources, decode, CPU, beam=1, nbest=3, sampler=TokenSampler(temperature=1.5, seed=seed)
+            model, source_ids, decode, CPU, beam=1, nbest=3, sampler=TokenSampler(temperature=1.5, seed=seed)
         )
 
     first, again, other = draw(7), draw(7), draw(8)
@@ -113,7 +127,7 @@ def test_seed_reproduces_draws_and_scores_are_model_log_probs(tiny_model):
     assert all(len(hyps) == 3 for hyps in first)
     assert len({tuple(h.tokens) for hyps in first for h in hyps}) > 10  # the draws differ
     flat = [(i, h) for i, hyps in enumerate(first) for h in hyps]
-    forced = score_ids(model, [sources[i] for i, _ in flat], [h.tokens for _, h in flat], CPU, 64, 1.0)
+    forced = score_ids(model, [source_ids[i] for i, _ in flat], [h.tokens for _, h in flat], CPU, 64, 1.0)
     for (_, h), f in zip(flat, forced, strict=True):  # untempered log-probabilities (with <end> when drawn)
         assert h.score == pytest.approx(f.log_prob, abs=1e-4) or h.score == pytest.approx(
             sum(f.token_log_probs[:-1]), abs=1e-4
@@ -141,12 +155,12 @@ def test_scripted_prefix_greedy_and_beam():
 @pytest.mark.parametrize("mode", ["greedy", "beam", "sample"])
 def test_every_output_starts_with_its_prefix(tiny_model, mode):
     model = PositionRamp(tiny_model(seed=14))
-    sources = [unpad(sources(6, seed=43), row)[0].tolist() for row in range(6)]
+    source_ids = [unpad(sources(6, seed=43), row)[0].tolist() for row in range(6)]
     prefixes = [[5, 6, 7], [], [9], [10, 10], [11, 12, 13, 14], [4]]
     sampler = TokenSampler(seed=1) if mode == "sample" else None
     found = search_ids(
         model,
-        sources,
+        source_ids,
         DecodeConfig(batch_sentences=4),
         CPU,
         beam=3 if mode == "beam" else 1,

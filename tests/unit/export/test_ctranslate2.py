@@ -2,7 +2,8 @@
 
 The toy run's test split through both engines (float32: the same greedy tokens; beam 4 at
 α = 0: the same best hypothesis), int8 loads and translates, and every model shape we train
-(pre-norm, separate vocabularies, untied output projection, full-width heads, GELU) exports
+(pre-norm, separate vocabularies, untied output projection, full-width heads, GELU, and
+MarianMT's SiLU, output bias and <pad> start) exports
 and gives our greedy tokens. The command line: export, translate and evaluate with
 ``--engine ctranslate2``, and the one-line errors.
 """
@@ -95,6 +96,8 @@ def _random_run(root: Path, tokenizer: Tokenizer, **model: object) -> Path:
     )
     torch.manual_seed(0)
     net = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD)
+    if net.out_proj.bias is not None:  # a bias that matters: it starts at zero
+        torch.nn.init.normal_(net.out_proj.bias, std=1.0)
     root.mkdir(parents=True)
     tokenizer.save(root)
     save_checkpoint({"model": net.state_dict(), "config": cfg.to_dict(), "step": 0}, root / "best.pt")
@@ -115,8 +118,16 @@ def separate_tokenizer(toy_pairs) -> Tokenizer:
         {"tie_embeddings": "decoder", "separate": True},
         {"tie_embeddings": "none", "separate": True, "norm": "pre"},
         {"head_dim": 32, "activation": "gelu"},
+        {"activation": "silu", "output_bias": True, "decoder_start": "pad"},
     ],
-    ids=["pre-norm", "untied", "separate-vocabularies", "separate-untied-pre-norm", "full-width-heads-gelu"],
+    ids=[
+        "pre-norm",
+        "untied",
+        "separate-vocabularies",
+        "separate-untied-pre-norm",
+        "full-width-heads-gelu",
+        "marian-options",
+    ],
 )
 def test_model_shapes_export_and_decode_like_ours(tmp_path, toy_run, separate_tokenizer, shape):
     shape = dict(shape)

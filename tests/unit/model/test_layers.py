@@ -147,15 +147,17 @@ def test_self_attention_causal_mask_sdpa_equals_explicit():
     )
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
-def test_feed_forward_shape(activation):
+@pytest.mark.parametrize(
+    ("activation", "function"), [("relu", F.relu), ("gelu", F.gelu), ("silu", lambda x: x * torch.sigmoid(x))]
+)
+def test_feed_forward_shape(activation, function):
+    """silu is MarianMT's "swish": x·σ(x)."""
     torch.manual_seed(0)
     ffn = FeedForward(D, 64, dropout=0.0, activation=activation)
     assert ffn.up.weight.shape == (64, D) and ffn.down.weight.shape == (D, 64)
     x = torch.randn(B, T, D)
     assert ffn(x).shape == (B, T, D)
-    expected_act = F.gelu if activation == "gelu" else F.relu
-    torch.testing.assert_close(ffn(x), ffn.down(expected_act(ffn.up(x))))
+    torch.testing.assert_close(ffn(x), ffn.down(function(ffn.up(x))))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

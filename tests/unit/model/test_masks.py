@@ -57,3 +57,13 @@ def test_no_query_row_fully_masked():
     assert self_mask.any(dim=-1).all()
     src_mask = padding_mask(tokens, PAD).expand(4, 1, 8, 8)  # every query row sees the same keys
     assert src_mask.any(dim=-1).all()
+
+
+def test_a_pad_start_token_is_a_key_and_later_padding_is_not():
+    """MarianMT's decoder starts from <pad>: position 0 stays visible to every query, padding after it does not."""
+    tgt = torch.tensor([[PAD, 5, 6, PAD], [PAD, PAD, PAD, PAD]])
+    mask = decoder_self_mask(tgt, PAD)[:, 0]  # (B, T, T)
+    assert mask[:, :, 0].all()  # every query row keeps the start key
+    assert mask.any(dim=-1).all()
+    assert mask[0, 3].tolist() == [True, True, True, False]
+    assert mask[1, 3].tolist() == [True, False, False, False]

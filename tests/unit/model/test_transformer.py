@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from conftest import END, PAD, START, random_batch
 
+from seq2seq.checkpoint import content_digest
 from seq2seq.model.layers import DecoderCache, MultiHeadAttention
 from seq2seq.model.masks import padding_mask
 
@@ -212,6 +213,40 @@ def test_pad_embedding_is_zero(tiny_model):
     model = tiny_model(tie_embeddings="none")
     assert (model.src_embed.tokens.weight[PAD] == 0).all()
     assert (model.tgt_embed.tokens.weight[PAD] == 0).all()
+
+
+# ---------------------------------------------------------------- options MarianMT needs
+
+# content_digest of build_tiny_model(0).state_dict(), computed before the MarianMT options existed.
+TINY_MODEL_DIGEST = "ac51bca6b7d2f926893e1d9bdf51ae8e80c9541f804b786bd6732eedb9a2a3e6"
+
+
+def test_the_defaults_build_the_model_of_before(tiny_model):
+    """relu, no output bias, the decoder starting from <start>: the same parameters as before those
+    options existed, and the same outputs as with the defaults spelled out."""
+    model = tiny_model(seed=0)
+    assert content_digest(model.state_dict()) == TINY_MODEL_DIGEST
+    assert "out_proj.bias" not in model.state_dict()
+    spelled = tiny_model(seed=0, activation="relu", output_bias=False, decoder_start="bos")
+    assert spelled.state_dict().keys() == model.state_dict().keys()
+    src, tgt = random_batch()
+    assert torch.equal(spelled(src, tgt), model(src, tgt))
+    assert model.cfg.decoder_start_id == START
+
+
+def test_output_bias_is_added_to_every_logit(tiny_model):
+    plain, biased = tiny_model(seed=0), tiny_model(seed=0, output_bias=True)
+    assert biased.state_dict().keys() - plain.state_dict().keys() == {"out_proj.bias"}
+    assert torch.count_nonzero(biased.out_proj.bias) == 0  # starts at zero
+    with torch.no_grad():
+        biased.load_state_dict({**plain.state_dict(), "out_proj.bias": torch.arange(40.0)})
+    src, tgt = random_batch()
+    torch.testing.assert_close(biased(src, tgt), plain(src, tgt) + torch.arange(40.0))
+
+
+def test_silu_changes_the_model(tiny_model):
+    src, tgt = random_batch()
+    assert not torch.allclose(tiny_model(activation="silu")(src, tgt), tiny_model()(src, tgt), atol=1e-3)
 
 
 # ---------------------------------------------------------------- cached decoding

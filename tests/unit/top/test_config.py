@@ -6,8 +6,18 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from seq2seq.config import Config, ModelConfig, config_from_dict, load_config, parse_override, save_config
+from seq2seq.config import (
+    Config,
+    DecodeConfig,
+    ModelConfig,
+    config_from_dict,
+    decode_config_from_dict,
+    load_config,
+    parse_override,
+    save_config,
+)
 from seq2seq.errors import UserError
+from seq2seq.special import BOS, PAD
 
 MINIMAL = """\
 data:
@@ -76,6 +86,31 @@ def test_other_wrong_int_types_rejected(tmp_path, line):
 def test_literal_value_checked(tmp_path):
     with pytest.raises(UserError, match=r"model\.norm"):
         load_config(_write(tmp_path, _minimal_plus("model", "norm: middle")))
+
+
+def test_the_options_marian_needs_load_and_are_checked(tmp_path):
+    options = ("activation: silu", "output_bias: true", "decoder_start: pad")
+    cfg = load_config(_write(tmp_path, MINIMAL + "model:\n" + "".join(f"  {line}\n" for line in options)))
+    assert (cfg.model.activation, cfg.model.output_bias, cfg.model.decoder_start) == ("silu", True, "pad")
+    assert cfg.model.decoder_start_id == PAD and ModelConfig().decoder_start_id == BOS
+    with pytest.raises(UserError, match=r"model\.decoder_start: 'eos' is not one of \['bos', 'pad'\]"):
+        load_config(_write(tmp_path, _minimal_plus("model", "decoder_start: eos")))
+    with pytest.raises(UserError, match=r"model\.output_bias: expected bool"):
+        load_config(_write(tmp_path, _minimal_plus("model", "output_bias: 1")))
+
+
+def test_decode_settings_of_a_model_without_our_config():
+    """An imported model's decoding settings: defaults, its own, then --set decode.KEY=VALUE, each checked."""
+    assert decode_config_from_dict({}, "m") == DecodeConfig()
+    assert decode_config_from_dict({"beam": 4}, "m", ["decode.length_penalty=0.6"]) == DecodeConfig(
+        beam=4, length_penalty=0.6
+    )
+    with pytest.raises(UserError, match=r"m: decode\.beam and decode\.batch_sentences must be >= 1"):
+        decode_config_from_dict({"beam": 0}, "m")
+    with pytest.raises(UserError, match=r"only decode\.\* settings"):
+        decode_config_from_dict({}, "m", ["train.lr=1"])
+    with pytest.raises(UserError, match=r"unknown key 'bean'; did you mean 'beam'"):
+        decode_config_from_dict({"bean": 2}, "m")
 
 
 def test_negative_lr_rejected(tmp_path):
@@ -185,7 +220,7 @@ def test_non_mapping_top_level_is_a_user_error(tmp_path):
 CONFIGS = REPO / "configs"
 
 
-@pytest.mark.parametrize("name", ["zh-en.yaml", "toy.yaml"])
+@pytest.mark.parametrize("name", ["zh-en.yaml", "toy.yaml", "zh-en-finetune-opus.yaml"])
 def test_shipped_configs_load(name):
     assert isinstance(load_config(CONFIGS / name), Config)
 

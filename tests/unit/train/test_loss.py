@@ -118,11 +118,17 @@ def test_bf16_autocast_matches_the_plain_loss_under_autocast():
     torch.testing.assert_close(got_grad, expected_grad, rtol=0.05, atol=0.05)
 
 
-@pytest.mark.parametrize("tie", ["all", "none"])
-def test_the_trainers_batch_loss_is_the_plain_loss_of_the_models_logits(tiny_model, tie):
-    """batch_loss wires states and the output projection (tied or not) into the fused loss."""
-    model = tiny_model(tie_embeddings=tie)
+@pytest.mark.parametrize(
+    "settings",
+    [{"tie_embeddings": "all"}, {"tie_embeddings": "none"}, {"output_bias": True}],
+    ids=["all", "none", "bias"],
+)
+def test_the_trainers_batch_loss_is_the_plain_loss_of_the_models_logits(tiny_model, settings):
+    """batch_loss wires states and the output projection (tied or not, with a bias or not) into the fused loss."""
+    model = tiny_model(**settings)
     torch.manual_seed(1)
+    if model.out_proj.bias is not None:  # it starts at zero: make it matter
+        torch.nn.init.normal_(model.out_proj.bias)
     src = torch.randint(4, VOCAB, (3, 6))
     tgt_out = torch.randint(4, VOCAB, (3, 5))
     src[1, 4:] = PAD
@@ -133,3 +139,20 @@ def test_the_trainers_batch_loss_is_the_plain_loss_of_the_models_logits(tiny_mod
         model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=PAD, label_smoothing=0.1, reduction="sum"
     )
     torch.testing.assert_close(batch_loss(model, batch, 0.1, autocast_bf16=False), expected)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_an_output_bias_adds_to_the_logits_and_gets_its_gradient(monkeypatch, smoothing):
+    """``model.output_bias``: the loss of states @ W.T + b, and b's gradient, as the plain loss has them."""
+    monkeypatch.setattr(loss_module, "CHUNK_ROWS", 4)
+    states, weight, targets = inputs()
+    bias = torch.randn(weight.size(0), requires_grad=True)
+    logits = (states @ weight.t() + bias).flatten(0, 1)
+    expected = F.cross_entropy(logits, targets.flatten(), ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+    expected_grads = torch.autograd.grad(expected, (states, weight, bias))
+    got = projected_cross_entropy(states, weight, targets, smoothing, bias)
+    got_grads = torch.autograd.grad(got, (states, weight, bias))
+    torch.testing.assert_close(got, expected)
+    for g, e in zip(got_grads, expected_grads, strict=True):
+        torch.testing.assert_close(g, e)
+    assert not torch.allclose(got, projected_cross_entropy(states, weight, targets, smoothing))  # the bias counts

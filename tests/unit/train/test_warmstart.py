@@ -1,12 +1,17 @@
 """Warm start (``train.init_from``): a new run on a shifted corpus begins where the trained toy
-model is, not from scratch, with its tokenizer; another model shape or tokenizer setting is refused."""
+model is, not from scratch, with its tokenizer; another model shape or tokenizer setting is refused.
+A MarianMT directory is a starting point too, converted, with its own tokenizer."""
 
+import math
 import shutil
 
 import pytest
-from conftest import REPO, TOY, TOY_SRC, TOY_TGT, metrics_records, run_cli, toy_train_args, write_lines
+import torch
+from conftest import PAD, REPO, TOY, TOY_SRC, TOY_TGT, metrics_records, run_cli, toy_train_args, write_lines
 
 from seq2seq.config import load_config
+from seq2seq.data.tokenizer import VOCABULARY
+from seq2seq.decode.marian import import_marian
 from seq2seq.errors import UserError
 from seq2seq.train.trainer import Trainer
 
@@ -71,3 +76,49 @@ def test_fine_tuning_starts_at_the_trained_models_dev_loss(tmp_path, toy_run, sh
 def test_another_tokenizer_setting_or_model_shape_is_refused(tmp_path, toy_run, shifted_corpus, override, key):
     with pytest.raises(UserError, match=f"train.init_from=.*{key}"):
         Trainer(_on_shifted(tmp_path, shifted_corpus, "run", f"train.init_from={toy_run}", override))
+
+
+# The model section the toy MarianMT directory (conftest's marian_dir) converts to.
+MARIAN_TOY_MODEL = (
+    "model.d_model=32",
+    "model.heads=4",
+    "model.encoder_layers=2",
+    "model.decoder_layers=2",
+    "model.ffn_dim=64",
+    "model.activation=silu",
+    "model.output_bias=true",
+    "model.decoder_start=pad",
+    "model.max_positions=128",
+)
+
+
+def _from_marian(tmp_path, marian_dir, *overrides):
+    return load_config(
+        REPO / TOY,
+        [
+            f"data.cache_dir={tmp_path / 'cache'}",
+            f"train.run_dir={tmp_path / 'run'}",
+            "train.threads=1",
+            f"train.init_from={marian_dir}",
+            *overrides,
+        ],
+    )
+
+
+def test_fine_tuning_starts_from_a_marian_directory(tmp_path, marian_dir):
+    """The converted weights and MarianMT's tokenizer, the run's batches starting the decoder from <pad>."""
+    trainer = Trainer(_from_marian(tmp_path, marian_dir, *MARIAN_TOY_MODEL))
+    model, tokenizer, _ = import_marian(marian_dir)
+    assert trainer.data.tokenizer.vocabulary == tokenizer.vocabulary
+    assert (tmp_path / "run" / VOCABULARY).is_file()  # the run directory can translate on its own
+    state = trainer.model.state_dict()
+    assert all(torch.equal(state[name], tensor) for name, tensor in model.state_dict().items())
+    batch = trainer.data.train.batch(torch.arange(4), trainer.cfg.model.decoder_start_id)
+    assert (batch.tgt_in[:, 0] == PAD).all()
+    loss, tokens = trainer.train_step()
+    assert tokens > 0 and math.isfinite(loss)
+
+
+def test_a_marian_directory_with_another_model_section_is_refused(tmp_path, marian_dir):
+    with pytest.raises(UserError, match=r"train.init_from=.*model\.activation='silu'.*set model\.activation: 'silu'"):
+        Trainer(_from_marian(tmp_path, marian_dir, *MARIAN_TOY_MODEL[:5]))
