@@ -7,12 +7,12 @@ checkpoints (``spm.model`` for a joint vocabulary, ``spm.src.model`` and
 """
 
 import io
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
 import sentencepiece as spm
 
+from seq2seq.device import available_cpus
 from seq2seq.errors import UserError
 from seq2seq.special import BOS, EOS, PAD, UNK
 
@@ -70,10 +70,6 @@ def _encode(processor: spm.SentencePieceProcessor, text: str, alpha: float) -> l
     if alpha <= 0:
         return processor.encode(text)
     return processor.encode(text, enable_sampling=True, alpha=alpha, nbest_size=-1)
-
-
-def _threads() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 def seed_sampling(seed: int) -> None:
@@ -136,11 +132,11 @@ class Tokenizer:
 
     def encode_src_batch(self, texts: list[str]) -> list[list[int]]:
         """``encode_src`` of many sentences at once, best segmentation, on one SentencePiece thread per core."""
-        return [ids + [EOS] for ids in self.src.encode(texts, num_threads=_threads())]
+        return [ids + [EOS] for ids in self.src.encode(texts, num_threads=available_cpus())]
 
     def encode_tgt_batch(self, texts: list[str]) -> list[list[int]]:
         """``encode_tgt`` of many sentences at once, best segmentation, on one SentencePiece thread per core."""
-        return self.tgt.encode(texts, num_threads=_threads())
+        return self.tgt.encode(texts, num_threads=available_cpus())
 
     def decode_tgt(self, ids: list[int]) -> str:
         """Target ids (special ids dropped) -> detokenized text."""
