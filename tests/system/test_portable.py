@@ -1,11 +1,11 @@
 """The whole workflow -- prepare, train, translate, evaluate -- in an interpreter without the POSIX-only
-parts that Windows and macOS lack (tests/fixtures/no_posix/sitecustomize.py: no ``fcntl``, no
-``os.sched_getaffinity``, no ``os.pread``/``os.pwrite``, no ``fork``; a stand-in ``msvcrt``), so a
+parts that Windows and macOS lack (tests/fixtures/no_posix/sitecustomize.py: no ``fcntl`` for seq2seq,
+no ``os.sched_getaffinity``, no ``os.pread``/``os.pwrite``, no ``fork``; a stand-in ``msvcrt``), so a
 POSIX-only call on any of these paths fails here, on Linux CI, before it fails a Windows or Mac user.
 
 The corpus is split by hash (``data.hash_split_above=0``) so that its worker pool starts by spawning,
-as on macOS and Windows; training threads come from ``seq2seq.device.available_cpus`` (no
-``train.threads``)."""
+as on macOS and Windows; the tokenizer's threads and a trainer's with ``train.threads: 0`` come from
+``seq2seq.device.available_cpus``."""
 
 import json
 import os
@@ -25,10 +25,13 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_interpreter_lacks_the_posix_only_parts():
     probe = "import os, multiprocessing; print(hasattr(os, 'sched_getaffinity'), hasattr(os, 'pread'), "
-    probe += "'fork' in multiprocessing.get_all_start_methods()); import fcntl"
+    probe += "'fork' in multiprocessing.get_all_start_methods()); "
+    probe += "exec('import fcntl', {'__name__': 'seq2seq.probe'})"  # as a seq2seq module imports it
     result = _run("-c", probe)
     assert result.stdout.split() == ["False", "False", "False"]
-    assert "ImportError" in result.stderr or "ModuleNotFoundError" in result.stderr
+    assert "ModuleNotFoundError: No module named 'fcntl'" in result.stderr
+    import_filelock = "import seq2seq.filelock as f; print(f.fcntl, f.msvcrt.__name__)"
+    assert _run("-c", import_filelock).stdout.split() == ["None", "msvcrt"]  # the Windows path, stood in for
 
 
 def test_prepare_train_translate_evaluate_without_posix_only_calls(tmp_path):
@@ -38,8 +41,19 @@ def test_prepare_train_translate_evaluate_without_posix_only_calls(tmp_path):
     assert prepared.returncode == 0, prepared.stderr
     assert json.loads(prepared.stdout)["cache_hit"] is False
 
+    # One thread: several spin against each other on a busy machine. The count train.threads=0 would take:
+    threads = "import os, torch; from seq2seq.config import load_config; from seq2seq.train.trainer import Trainer; "
+    threads += f"Trainer(load_config({TOY!r}, ['data.cache_dir={cache}', 'data.hash_split_above=0'])); "
+    threads += "print(torch.get_num_threads(), os.cpu_count())"
+    counted = _run("-c", threads)
+    assert counted.returncode == 0, counted.stderr
+    used, cores = counted.stdout.split()
+    assert used == cores  # no affinity mask to read: every core
+
     steps = sets(f"train.run_dir={run}", "train.max_steps=6", "train.eval_every=6", "train.eval_sentences=4")
-    trained = _run("-m", "seq2seq", "train", "--config", TOY, "--device", "cpu", *data, *steps)
+    trained = _run(
+        "-m", "seq2seq", "train", "--config", TOY, "--device", "cpu", *data, *steps, "--set", "train.threads=1"
+    )
     assert trained.returncode == 0, trained.stderr
     assert (run / "best.pt").is_file() and (run / ".lock").read_text() == ""  # the lock was taken and released
     assert (cache / ".lock").is_file()
