@@ -25,13 +25,9 @@ from typing import Any
 import torch
 
 from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
+from seq2seq.device import available_cpus
 
 REPORTS = Path("runs/bench")
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its affinity where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def add_common_options(parser: argparse.ArgumentParser, name: str, device: str = "auto") -> None:
@@ -45,7 +41,7 @@ def set_threads(threads: int) -> int:
     """Use ``threads`` torch threads (0: every available core); returns the number set."""
     if threads < 0:
         sys.exit("--threads must be >= 0 (0: every available core)")
-    count = threads or available_cores()
+    count = threads or available_cpus()
     torch.set_num_threads(count)
     return count
 
@@ -65,7 +61,7 @@ def machine_info(device: torch.device) -> dict[str, Any]:
     """CPU model, cores, threads, torch and Python versions, the device (and the GPU when there is one)."""
     info: dict[str, Any] = {
         "cpu": cpu_name(),
-        "cores": available_cores(),
+        "cores": available_cpus(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),

@@ -1,13 +1,16 @@
 """Typed, frozen, nested configuration loaded from YAML.
 
-``Config`` holds four sections (model, data, train, decode). Every key has its
-default next to it; ``configs/*.yaml`` documents each. Unknown keys, wrong types
-and impossible values raise ``UserError`` naming the file, the key and a fix.
+``Config`` holds five sections (model, data, train, decode, eval). Every key has its
+default next to it; ``configs/zh-en.yaml`` documents each, docs/own-data.md says why the
+defaults are what they are. Unknown keys, wrong types and impossible values raise
+``UserError`` naming the file, the key and a fix. ``--set`` overrides one key, or one field
+of a list entry (``data.corpora[1].weight=0.5``).
 """
 
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -22,6 +25,7 @@ from seq2seq.errors import UserError
 from seq2seq.special import BOS, PAD
 
 DEFAULT_CONFIG = "configs/zh-en.yaml"
+_LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*")  # ISO 639 with BCP 47 subtags: zh, zh-Hant
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,8 @@ class ModelConfig:
     encoder_layers: int = 3
     decoder_layers: int = 3
     ffn_dim: int = 1024
-    dropout: float = 0.1  # embeddings and sub-layer outputs
-    attention_dropout: float = 0.0  # attention weights
+    dropout: float = 0.3  # embeddings and sub-layer outputs (strong: a small corpus overfits)
+    attention_dropout: float = 0.1  # attention weights
     activation_dropout: float = 0.0  # inside the feed-forward block
     activation: Literal["relu", "gelu", "silu"] = "relu"  # silu: MarianMT's "swish"
     norm: Literal["post", "pre"] = "post"
@@ -92,7 +96,7 @@ class DataConfig:
     split_seed: int = 1
     max_len: int = 100
     max_ratio: float = 9.0
-    vocab_size: int = 8000
+    vocab_size: int = 4000  # suits 10k-100k pairs (docs/own-data.md)
     joint_vocab: bool = True
     spm_model_type: Literal["unigram", "bpe"] = "unigram"
     character_coverage: float = 0.9995
@@ -104,6 +108,7 @@ class DataConfig:
     hash_split_above: int = 200_000  # corpora of more pairs (together) are split by hash (seq2seq.data.hashsplit)
     src_script: Script = "keep"  # Chinese script of the source side: keep | simplified | traditional (OpenCC)
     tgt_script: Script = "keep"  # ... of the target side
+    tgt_lang: str | None = None  # language code of the target side (en, zh, ja, ko, ...): BLEU's tokenizer follows it
     corpora: tuple[CorpusConfig, ...] = ()  # several corpora mixed by weight, instead of src/tgt/tsv
 
     def corpus_list(self) -> tuple[CorpusConfig, ...]:
@@ -125,22 +130,22 @@ class TrainConfig:
     run_dir: str = "runs/default"
     seed: int = 1
     lr: float = 1e-3
-    warmup_steps: int = 1000
-    schedule: Literal["inverse_sqrt", "constant", "cosine"] = "inverse_sqrt"
+    warmup_steps: int = 800
+    schedule: Literal["inverse_sqrt", "constant", "cosine"] = "cosine"  # cosine: over max_steps or max_minutes
     adam_betas: tuple[float, float] = (0.9, 0.98)
-    weight_decay: float = 0.0
+    weight_decay: float = 1e-4
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     accum_steps: int = 1
     max_steps: int = 0  # 0: no limit
     max_epochs: int = 0  # 0: no limit
     max_minutes: float = 0.0  # 0: no limit
-    eval_every: int = 500
-    eval_sentences: int = 0  # dev sentences decoded for BLEU at each validation; 0: all
+    eval_every: int = 400
+    eval_sentences: int = 500  # dev sentences decoded for BLEU at each validation; 0: all
     best_metric: Literal["bleu", "chrf", "loss"] = "bleu"
     patience: int = 0  # validations without improvement before stopping; 0: never
-    average_last: int = 0  # average the last K validation checkpoints at the end; 0: off
-    device: str = "auto"
+    average_last: int = 5  # average the last K validation checkpoints at the end (kept if better); 0: off
+    device: str = "auto"  # auto: CUDA, else an Apple GPU (MPS), else the CPU
     precision: Literal["auto", "float32", "bf16", "bf16-autocast"] = "auto"
     threads: int = 0  # 0: all available cores
     compile: bool = False  # torch.compile the model's teacher-forced pass (helps on a GPU, not on a CPU)
@@ -160,6 +165,18 @@ class DecodeConfig:
     batch_sentences: int = 64
 
 
+# sacrebleu's BLEU tokenizers (its deprecated alias "spm" left out); seq2seq.evaluate.metrics uses them.
+BleuTokenizer = Literal["13a", "zh", "ja-mecab", "ko-mecab", "intl", "char", "none", "flores101", "flores200"]
+BLEU_TOKENIZERS = typing.get_args(BleuTokenizer)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """How translations are scored: the validation BLEU that picks best.pt, evaluate and its comparisons."""
+
+    bleu_tokenize: BleuTokenizer | None = None  # None: from data.tgt_lang (seq2seq.evaluate.metrics)
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole run."""
@@ -168,6 +185,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict of builtins (for YAML, JSON and checkpoints)."""
@@ -298,6 +316,10 @@ def _validate(cfg: Config, where: str) -> None:
         (lambda: d.hash_split_above >= 0, "data.hash_split_above must be >= 0 (0: always split by hash)"),
         (lambda: 0 <= d.subword_alpha < 1, "data.subword_alpha must be in [0, 1) (0 turns sampling off)"),
         (lambda: d.dev_size >= 0 and d.test_size >= 0, "data.dev_size and data.test_size must be >= 0"),
+        (
+            lambda: d.tgt_lang is None or _LANGUAGE_CODE.fullmatch(d.tgt_lang),
+            f"data.tgt_lang={d.tgt_lang!r} is not a language code: use null or one like en, zh, ja, ko, zh-Hant",
+        ),
         (lambda: t.lr > 0, f"train.lr must be positive, got {t.lr}"),
         (lambda: all(0 <= beta < 1 for beta in t.adam_betas), "train.adam_betas must both be in [0, 1)"),
         (lambda: t.weight_decay >= 0, "train.weight_decay must be >= 0"),
@@ -312,14 +334,15 @@ def _validate(cfg: Config, where: str) -> None:
         ),
         (
             lambda: t.schedule != "cosine" or t.max_steps or t.max_minutes,
-            "train.schedule=cosine decays over the budget: set train.max_steps or train.max_minutes",
+            "train.schedule=cosine (the default) decays over the budget: set train.max_steps or train.max_minutes, "
+            "or train.schedule=inverse_sqrt",
         ),
         (lambda: t.eval_every > 0, "train.eval_every must be positive"),
         (lambda: t.collective_timeout_minutes > 0, "train.collective_timeout_minutes must be positive"),
         (lambda: t.patience >= 0 and t.average_last >= 0, "train.patience and train.average_last must be >= 0"),
         (
-            lambda: t.device == "auto" or t.device == "cpu" or t.device.startswith("cuda"),
-            f"train.device must be auto, cpu or cuda[:N], got {t.device!r}",
+            lambda: t.device in ("auto", "cpu", "mps") or t.device.startswith("cuda"),
+            f"train.device must be auto, cpu, cuda[:N] or mps, got {t.device!r}",
         ),
         *_decode_checks(dec),
         (lambda: m.tie_embeddings != "all" or d.joint_vocab, "model.tie_embeddings=all needs data.joint_vocab=true"),
@@ -353,32 +376,60 @@ def decode_config_from_dict(raw: dict[str, Any], where: str, overrides: Sequence
     return dec
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """'train.lr=3e-4' -> (['train', 'lr'], 0.0003), the value read as YAML."""
-    if "=" not in text:
-        raise UserError(f"--set {text!r}: expected section.key=value, e.g. train.lr=3e-4")
-    key, value = text.split("=", 1)
+_OVERRIDE_KEY = re.compile(r"(\w+)\.(\w+)(?:\[(\d+)\](?:\.(\w+))?)?")
+_OVERRIDE_FORMS = "section.key=value or section.list[N].key=value, e.g. train.lr=3e-4 or data.corpora[1].weight=0.5"
+
+
+def parse_override(text: str) -> tuple[list[str | int], Any]:
+    """'train.lr=3e-4' -> (['train', 'lr'], 0.0003); 'data.corpora[1].weight=0.5' -> (['data', 'corpora', 1,
+    'weight'], 0.5); 'data.corpora[1]={...}' replaces the whole entry. The value is read as YAML."""
+    key, equals, value = text.partition("=")
+    match = _OVERRIDE_KEY.fullmatch(key.strip())
+    if not equals or match is None:
+        raise UserError(f"--set {text!r}: expected {_OVERRIDE_FORMS}")
+    section, name, index, item = match.groups()
+    path: list[str | int] = [section, name] + ([int(index)] if index is not None else []) + ([item] if item else [])
     try:
-        return key.strip().split("."), yaml.safe_load(value)
+        return path, yaml.safe_load(value)
     except yaml.YAMLError as err:
         raise UserError(f"--set {text!r}: the value is not valid YAML ({_yaml_problem(err)}); quote it") from None
+
+
+def _apply_override(raw: dict[str, Any], text: str) -> None:
+    """Put one ``--set`` into the nested dict ``raw`` (whose sections are copies), copying what it changes
+    below them, so that the caller's lists and entries stay as they were."""
+    path, value = parse_override(text)
+    section = raw.setdefault(path[0], {})
+    if not isinstance(section, dict):
+        raise UserError(f"--set {text!r}: {path[0]!r} is not a section")
+    if len(path) == 2:
+        section[path[1]] = value
+        return
+    key, index = f"{path[0]}.{path[1]}", path[2]
+    entries = section.get(path[1])
+    if not isinstance(entries, list | tuple):
+        raise UserError(f"--set {text!r}: {key} is not a list in this config; set the whole list, e.g. {key}=[...]")
+    if index >= len(entries):
+        have = f"entries 0-{len(entries) - 1}" if entries else "no entries"
+        raise UserError(f"--set {text!r}: {key}[{index}] is out of range ({key} has {have})")
+    entries = section[path[1]] = list(entries)
+    if len(path) == 3:
+        entries[index] = value
+        return
+    if not isinstance(entries[index], dict):
+        raise UserError(f"--set {text!r}: {key}[{index}] is not a mapping of keys")
+    entries[index] = {**entries[index], path[3]: value}
 
 
 def config_from_dict(raw: dict[str, Any], where: str, overrides: list[str] = ()) -> Config:
     """Build and validate a Config from a nested dict plus ``section.key=value`` overrides."""
     if not isinstance(raw, dict):
         raise UserError(
-            f"{where}: expected a mapping of sections (model, data, train, decode), got {type(raw).__name__}"
+            f"{where}: expected a mapping of sections (model, data, train, decode, eval), got {type(raw).__name__}"
         )
     raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
     for text in overrides:
-        path, value = parse_override(text)
-        if len(path) != 2:
-            raise UserError(f"--set {text!r}: expected section.key=value, e.g. train.lr=3e-4")
-        section = raw.setdefault(path[0], {})
-        if not isinstance(section, dict):
-            raise UserError(f"--set {text!r}: {path[0]!r} is not a section")
-        section[path[1]] = value
+        _apply_override(raw, text)
     cfg = _build(Config, raw, where)
     _validate(cfg, where)
     return cfg

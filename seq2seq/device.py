@@ -1,15 +1,18 @@
-"""Where a model runs and in which precision: the one place that decides ``auto``.
+"""Where a model runs and in which precision, and how many CPU cores it may use: the one place that decides ``auto``.
 
-* ``resolve_device``: ``auto`` is CUDA when a GPU is present, else the CPU.
+* ``resolve_device``: ``auto`` is CUDA when a GPU is present, else an Apple GPU (MPS), else the CPU.
 * ``resolve_precision`` (training): ``auto`` is ``bf16-autocast`` where the device computes bf16
   natively (CUDA GPUs with bf16, CPUs with AVX-512 BF16 or AMX), else ``float32``. What training
-  does with each precision is ``seq2seq.train.precision``.
+  does with each precision is ``seq2seq.train.precision``. On MPS ``auto`` is ``float32``: bf16 there
+  needs macOS 14 and is not native arithmetic on every Apple GPU, so it runs only when asked for.
 * ``decode_precision`` (translate, evaluate, serve): ``auto`` is ``bf16`` (a bf16 copy of the
   weights) on the same hardware, else ``float32``.
+* ``available_cpus``: the cores training threads, the tokenizer and the corpus workers share.
 
 Training and decoding both import this module, so neither imports the other to find a device.
 """
 
+import os
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -22,16 +25,36 @@ DECODE_PRECISIONS = ("auto", "float32", "bf16")
 
 
 def resolve_device(name: str) -> torch.device:
-    """'auto' -> CUDA when present, else CPU."""
+    """'auto' -> CUDA when present, else MPS when present, else CPU; a named device must be there."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"device {name!r} asked for, but no CUDA GPU is available; use --device cpu")
-    return torch.device(name)
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise UserError("device 'mps' asked for, but no Apple GPU (MPS) is available; use --device cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise UserError(f"device {name!r}: choose auto, cpu, cuda, cuda:N or mps") from None
+
+
+def available_cpus() -> int:
+    """The CPU cores this process may run on: its affinity mask where the system keeps one, else all cores.
+
+    ``os.process_cpu_count`` (Python 3.13+) is exactly that; before it only Linux has the mask
+    (``os.sched_getaffinity``), and macOS and Windows count every core (``os.cpu_count``).
+    """
+    if hasattr(os, "process_cpu_count"):
+        return os.process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def cpu_has_fast_bf16() -> bool:
-    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX)."""
+    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX; read from Linux's /proc, else False)."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -43,7 +66,10 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     """'auto' -> ``bf16-autocast`` where ``device`` does bf16 natively, else ``float32``; other values unchanged."""
     if precision != "auto":
         return precision
-    fast = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_fast_bf16()
+    if device.type == "cuda":
+        fast = torch.cuda.is_bf16_supported()
+    else:
+        fast = device.type == "cpu" and cpu_has_fast_bf16()
     return "bf16-autocast" if fast else "float32"
 
 

@@ -58,7 +58,7 @@ def add_device(p: argparse.ArgumentParser, default: str | None = "auto") -> None
     p.add_argument(
         "--device",
         default=default,
-        help="auto (CUDA when present, else the CPU), cpu, cuda or cuda:N"
+        help="auto (CUDA when present, else an Apple GPU, else the CPU), cpu, cuda, cuda:N or mps"
         + ("" if default else "; default: train.device of the config"),
     )
 
@@ -138,10 +138,15 @@ def read_inputs(args: argparse.Namespace) -> list[str] | None:
     return None
 
 
+def run_directory(run: str | None) -> Path:
+    """The run directory of a --model (a run directory, or a checkpoint file in one); None: the recipe's."""
+    run_dir = Path(run or default_run_dir())
+    return run_dir if run_dir.is_dir() else run_dir.parent
+
+
 def run_files(args: argparse.Namespace, run: str | None) -> tuple[Path, Path]:
     """The source and reference files: --src/--ref, else the run directory's test split."""
-    run_dir = Path(run or default_run_dir())
-    run_dir = run_dir if run_dir.is_dir() else run_dir.parent
+    run_dir = run_directory(run)
     src = Path(args.src) if args.src else run_dir / "test.src"
     ref = Path(args.ref) if args.ref else run_dir / "test.tgt"
     return src, ref

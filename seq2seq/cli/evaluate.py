@@ -1,6 +1,12 @@
 """``seq2seq evaluate``: BLEU and chrF of a model (or a translation file) on a test set, by bucket;
 with ``--compare RUN…`` or several ``--hyp``, the one way to compare systems: paired bootstrap
-intervals and significance against the first."""
+intervals and significance against the first. Several ``--ref`` score against all of them
+(multi-reference BLEU and chrF).
+
+BLEU's tokenizer is ``--tokenize``, else the model's (``eval.bleu_tokenize``, else from its
+``data.tgt_lang``; ``seq2seq.evaluate.metrics``), else ``13a``; the printed signature names it.
+Scoring ``--hyp`` files takes the model's from the run directory's ``config.yaml``.
+"""
 
 import argparse
 import json
@@ -8,22 +14,36 @@ import sys
 import time
 from pathlib import Path
 
-from seq2seq.cli.common import add_engine, add_models, load_for, model_paths, positive_int, read_aligned, run_files
+from seq2seq.cli.common import (
+    add_engine,
+    add_models,
+    load_for,
+    model_paths,
+    positive_int,
+    run_directory,
+)
 from seq2seq.cli.output import evaluation_report
+from seq2seq.config import BLEU_TOKENIZERS, Config, load_config
 from seq2seq.data.corpus import normalize, read_lines
 from seq2seq.decode.ctranslate2 import require_exported
 from seq2seq.decode.loader import require_model
+from seq2seq.decode.translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.evaluate.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, BucketScore, bucket_scores
 from seq2seq.evaluate.compare import compare
-from seq2seq.evaluate.metrics import corpus_scores
+from seq2seq.evaluate.metrics import DEFAULT_TOKENIZER, bleu_metric, configured_tokenizer, corpus_scores
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="score translations with BLEU/chrF (default: the run's test split)")
     add_models(p)
     p.add_argument("--src", help="source file (default: the run's test.src)")
-    p.add_argument("--ref", help="reference file (default: the run's test.tgt)")
+    p.add_argument(
+        "--ref",
+        action="append",
+        default=[],
+        help="reference file (default: the run's test.tgt); again for more references of the same sentences",
+    )
     p.add_argument(
         "--hyp", action="append", default=[], help="score this translation file instead of translating (twice: compare)"
     )
@@ -36,10 +56,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=positive_int, default=10000, help="comparison: approximate randomization trials")
     p.add_argument("--bleu", action="store_true", help="report BLEU (default: BLEU and chrF)")
     p.add_argument("--chrf", action="store_true", help="report chrF (default: BLEU and chrF)")
+    p.add_argument(
+        "--tokenize",
+        choices=BLEU_TOKENIZERS,
+        help="BLEU's tokenizer (default: the model's eval.bleu_tokenize, else the one for its data.tgt_lang, else 13a)",
+    )
     p.add_argument("--beam", type=positive_int, help="beam size (default from the model's config)")
     add_engine(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
+
+
+def _files(args: argparse.Namespace, run: str | None) -> tuple[Path, list[Path]]:
+    """The source file and the reference files: --src/--ref, else the run directory's test split."""
+    run_dir = run_directory(run)
+    return Path(args.src) if args.src else run_dir / "test.src", [Path(r) for r in args.ref] or [run_dir / "test.tgt"]
+
+
+def _read_aligned(src_path: Path, ref_paths: list[Path]) -> tuple[list[str], list[list[str]]]:
+    """Sources and the reference streams, each with as many lines as the sources."""
+    sources = read_lines(src_path, "--src")
+    streams = [read_lines(path, "--ref") for path in ref_paths]
+    for path, stream in zip(ref_paths, streams, strict=True):
+        if len(stream) != len(sources):
+            raise UserError(f"{src_path} has {len(sources)} lines but {path} has {len(stream)}")
+    return sources, streams
+
+
+def _tokenizer(args: argparse.Namespace, cfg: Config | None) -> str:
+    """BLEU's tokenizer: --tokenize, else the model config's, else 13a; checked now, before any translating."""
+    tokenize = args.tokenize or (configured_tokenizer(cfg) if cfg is not None else DEFAULT_TOKENIZER)
+    bleu_metric(tokenize)  # a tokenizer without its extra is a one-line error here
+    return tokenize
+
+
+def _run_config(run_dir: Path) -> Config | None:
+    """The config a run directory was trained with (None where there is none, e.g. plain files)."""
+    path = run_dir / "config.yaml"
+    return load_config(path) if path.is_file() else None
 
 
 def _novelty_for(run_dir: Path, src_path: Path, count: int) -> list[float] | None:
@@ -54,7 +108,7 @@ def _novelty_for(run_dir: Path, src_path: Path, count: int) -> list[float] | Non
 
 
 def _breakdown(
-    run_dir: Path, src_path: Path, hypotheses: list[str], references: list[str]
+    run_dir: Path, src_path: Path, hypotheses: list[str], references: list[list[str]], tokenize: str
 ) -> dict[str, list[BucketScore]]:
     """BLEU by novelty (for the run's test sets) and by source length (when the sources are at hand)."""
     if not src_path.is_file():
@@ -62,15 +116,15 @@ def _breakdown(
     sources = read_lines(src_path, "--src")
     if len(sources) != len(hypotheses):
         return {}
-    result = {"by_length": bucket_scores(hypotheses, references, [len(normalize(s)) for s in sources], LENGTH_BUCKETS)}
+    lengths = [len(normalize(s)) for s in sources]
+    result = {"by_length": bucket_scores(hypotheses, references, lengths, LENGTH_BUCKETS, tokenize)}
     novelty = _novelty_for(run_dir, src_path, len(sources))
     if novelty is not None:
-        result["by_novelty"] = bucket_scores(hypotheses, references, novelty, NOVELTY_BUCKETS)
+        result["by_novelty"] = bucket_scores(hypotheses, references, novelty, NOVELTY_BUCKETS, tokenize)
     return result
 
 
-def _translate_file(models: list[str], args: argparse.Namespace, sources: list[str]) -> list[str]:
-    translator = load_for(args, models)
+def _translate_with(translator: Translator, args: argparse.Namespace, sources: list[str]) -> list[str]:
     return [r.best.text for r in translator.translate(sources, args.beam or translator.decode.beam)]
 
 
@@ -81,19 +135,29 @@ def _compare(args: argparse.Namespace) -> None:
     if args.compare and args.hyp:
         raise UserError("give either --compare RUN… or --hyp FILE…, not both")
     if args.hyp:
+        run = args.model[0] if args.model else None
+        references = [read_lines(path, "--ref") for path in _files(args, run)[1]]
+        tokenize = _tokenizer(args, _run_config(run_directory(run)))
         systems = [(path, read_lines(path, "--hyp")) for path in args.hyp]
-        references = read_lines(run_files(args, args.model[0] if args.model else None)[1], "--ref")
     else:
-        sources, references = read_aligned(*run_files(args, args.compare[0]))
+        sources, references = _read_aligned(*_files(args, args.compare[0]))
         for run in args.compare[1:]:
-            if not args.ref and read_lines(run_files(args, run)[1], "--ref") != references:
+            if not args.ref and [read_lines(p, "--ref") for p in _files(args, run)[1]] != references:
                 raise UserError(
                     f"--compare {run}: its test split differs from {args.compare[0]}'s; give --src and --ref"
                 )
         for run in args.compare:
             require_model(run)
-        systems = [(run, _translate_file([run], args, sources)) for run in args.compare]
-    result = compare(systems, references, args.bootstrap, args.trials)
+        translators = [load_for(args, [run]) for run in args.compare]
+        chosen = {run: _tokenizer(args, t.config) for run, t in zip(args.compare, translators, strict=True)}
+        if len(set(chosen.values())) > 1:
+            named = ", ".join(f"{run} tok:{tok}" for run, tok in chosen.items())
+            raise UserError(
+                f"--compare: the runs score BLEU with different tokenizers ({named}); choose with --tokenize"
+            )
+        tokenize = chosen[args.compare[0]]
+        systems = [(run, _translate_with(t, args, sources)) for run, t in zip(args.compare, translators, strict=True)]
+    result = compare(systems, references, args.bootstrap, args.trials, tokenize)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
         return
@@ -109,19 +173,22 @@ def run(args: argparse.Namespace) -> None:
     models = model_paths(args)
     if not args.hyp:  # no model: say how to make one before anything else
         require_model(models[0]) if args.engine == "torch" else require_exported(models[0])
-    run_dir = Path(models[0]) if Path(models[0]).is_dir() else Path(models[0]).parent
-    src_path, ref_path = run_files(args, models[0])
+    run_dir = run_directory(models[0])
+    src_path, ref_paths = _files(args, models[0])
     start = time.perf_counter()
     if args.hyp:
-        hypotheses, references = read_lines(args.hyp[0], "--hyp"), read_lines(ref_path, "--ref")
+        hypotheses = read_lines(args.hyp[0], "--hyp")
+        references = [read_lines(path, "--ref") for path in ref_paths]
+        tokenize = _tokenizer(args, _run_config(run_dir))
     else:
-        sources, references = read_aligned(src_path, ref_path)
+        sources, references = _read_aligned(src_path, ref_paths)
         translator = load_for(args, models)
-        hypotheses = [r.best.text for r in translator.translate(sources, args.beam or translator.decode.beam)]
+        tokenize = _tokenizer(args, translator.config)
+        hypotheses = _translate_with(translator, args, sources)
         if args.ref:  # the run's own references are in the model's target script already
-            references = [translator.normalize_target(r) for r in references]
+            references = [[translator.normalize_target(r) for r in stream] for stream in references]
     seconds = time.perf_counter() - start
-    scores = corpus_scores(hypotheses, references)
-    breakdown = _breakdown(run_dir, src_path, hypotheses, references)
+    scores = corpus_scores(hypotheses, references, tokenize)
+    breakdown = _breakdown(run_dir, src_path, hypotheses, references, tokenize)
     show_bleu, show_chrf = (args.bleu, args.chrf) if (args.bleu or args.chrf) else (True, True)
     sys.stdout.write(evaluation_report(scores, breakdown, len(hypotheses), seconds, show_bleu, show_chrf, args.json))

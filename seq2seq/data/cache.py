@@ -2,16 +2,14 @@
 
 An entry's name hashes everything that decides its content (the corpus files' bytes, the data
 settings that change the encoding, ``PIPELINE_VERSION``, a given tokenizer); an entry counts only
-when every file the build writes is there; builders on one machine take turns under a file lock;
-and a run directory receives a copy of what translation needs (tokenizer, dev/test text).
+when every file the build writes is there; builders on one machine take turns under the lock of
+the cache directory's ``.lock`` file (``seq2seq.filelock``); and a run directory receives a copy of
+what translation needs (tokenizer, dev/test text).
 """
 
-import fcntl
 import hashlib
 import json
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -22,10 +20,12 @@ from seq2seq.data.shards import shard_files
 from seq2seq.data.tokenizer import FILES as TOKENIZER_FILES
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
+from seq2seq.filelock import locked as file_locked
 
 PIPELINE_VERSION = 4
+LOCK_NAME = ".lock"  # in the cache directory, beside the entries
 # Settings that do not change the encoded data, so they stay out of the cache key.
-_NOT_IN_KEY = {"batch_tokens", "cache_dir", "subword_alpha"}
+_NOT_IN_KEY = {"batch_tokens", "cache_dir", "subword_alpha", "tgt_lang"}
 
 
 def _file_digest(path: str | None, digest: "hashlib._Hash", key: str) -> None:
@@ -34,8 +34,8 @@ def _file_digest(path: str | None, digest: "hashlib._Hash", key: str) -> None:
         digest.update(b"none;")
         return
     try:
-        digest.update(f"{os.path.getsize(path)};".encode())  # delimits files: no two corpora hash alike
-        with open(path, "rb") as handle:
+        digest.update(f"{Path(path).stat().st_size};".encode())  # delimits files: no two corpora hash alike
+        with Path(path).open("rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError:
@@ -79,15 +79,9 @@ def is_complete(directory: Path) -> bool:
     return all((directory / name).is_file() for name in names) and any(directory.glob("spm*.model"))
 
 
-@contextmanager
-def locked(directory: Path) -> Iterator[None]:
-    """An exclusive lock on ``directory`` for the block (released when the process dies, too)."""
-    handle = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)
+def locked(directory: Path) -> AbstractContextManager[None]:
+    """An exclusive lock on cache ``directory`` for a ``with`` block (released when the process dies, too)."""
+    return file_locked(directory / LOCK_NAME)
 
 
 def install_into_run(cache: Path, run_dir: Path) -> None:

@@ -27,7 +27,7 @@ holds the hashes, the held-out pairs and a few chunks per process.
 
 import hashlib
 import multiprocessing
-import os
+import sys
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -51,6 +51,7 @@ from seq2seq.data.corpus import (
     raw_chunks,
 )
 from seq2seq.data.neardup import NearDuplicateIndex
+from seq2seq.device import available_cpus
 
 HELD_OUT_FACTOR = 2  # candidates per held-out pair wanted: room for groups that do not fit
 
@@ -112,6 +113,15 @@ def _filter_chunk(lines: list[str]) -> tuple[str, int]:
     return "".join(kept), len(lines) - len(kept)
 
 
+def pool_context() -> multiprocessing.context.BaseContext:
+    """How the worker processes start: forked where that is safe, so that they inherit the loaded modules
+    (and the filter) at no cost (they run no torch code); spawned on macOS, where a forked child of a process
+    that loaded the system frameworks may crash, and wherever fork is missing (Windows): each worker then
+    imports this module afresh and receives the filter pickled."""
+    fork = "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin"
+    return multiprocessing.get_context("fork" if fork else "spawn")
+
+
 def _in_parallel(
     function: Callable[[Any], Any],
     jobs: Iterable[Any],
@@ -120,14 +130,13 @@ def _in_parallel(
 ) -> Iterator[Any]:
     """``function`` over ``jobs``, results in order: on one process per core when there are several, with at
     most two jobs per process in flight, so that a corpus is never read faster than it is processed."""
-    workers = len(os.sched_getaffinity(0))
+    workers = available_cpus()
     if workers < 2:
         if initializer is not None:
             initializer(*args)
         yield from map(function, jobs)
         return
-    # fork: the workers inherit the loaded modules (and the filter) at no cost; they run no torch code.
-    with multiprocessing.get_context("fork").Pool(workers, initializer, args) as pool:
+    with pool_context().Pool(workers, initializer, args) as pool:
         pending: deque = deque()
         for job in jobs:
             pending.append(pool.apply_async(function, (job,)))

@@ -25,10 +25,12 @@ import sys
 from array import array
 from itertools import accumulate, chain
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 from torch import Tensor
 
+_pread = getattr(os, "pread", None)  # POSIX only
 # (field of EncodedSplit, file suffix, array typecode, torch dtype)
 _FILES = (
     ("src_tokens", "src.ids", "i", torch.int32),
@@ -107,8 +109,17 @@ def read_lengths(directory: Path, name: str, side: str) -> Tensor:
     return lengths.to(torch.int16) if len(lengths) == 0 or int(lengths.max()) < 2**15 else lengths
 
 
+def read_at(handle: BinaryIO, size: int, offset: int) -> bytes:
+    """``size`` bytes of the unbuffered file ``handle`` from ``offset``: one ``os.pread`` where the system
+    has it (POSIX); elsewhere (Windows) a seek and a read, the same bytes, since a reader's handles are its own."""
+    if _pread is not None:
+        return _pread(handle.fileno(), size, offset)
+    handle.seek(offset)
+    return handle.read(size)
+
+
 class ShardReader:
-    """The sentences of split ``name`` read from its files on demand, by positioned reads (``os.pread``)."""
+    """The sentences of split ``name`` read from its files on demand, by positioned reads (``read_at``)."""
 
     _SPAN = struct.Struct("=qq")  # (start, end) of a sentence: two consecutive offsets
 
@@ -118,11 +129,11 @@ class ShardReader:
 
     def rows(self, side: str, indices: list[int]) -> tuple[Tensor, Tensor]:
         """Sentences ``indices`` of ``side`` ("src" | "tgt") -> (their ids one after another (int32), lengths (B,))."""
-        offsets, ids = self._files[f"{side}.offsets"].fileno(), self._files[f"{side}.ids"].fileno()
+        offsets, ids = self._files[f"{side}.offsets"], self._files[f"{side}.ids"]
         chunks, lengths = [], []
         for i in indices:
-            start, end = self._SPAN.unpack(os.pread(offsets, 16, 8 * i))
-            chunks.append(os.pread(ids, 4 * (end - start), 4 * start))
+            start, end = self._SPAN.unpack(read_at(offsets, 16, 8 * i))
+            chunks.append(read_at(ids, 4 * (end - start), 4 * start))
             lengths.append(end - start)
         read = bytearray(b"".join(chunks))
         flat = torch.frombuffer(read, dtype=torch.int32) if read else torch.empty(0, dtype=torch.int32)

@@ -13,13 +13,13 @@ as ``MarianTokenizer`` has it.
 
 import io
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
 
 from seq2seq.atomic import write_text_atomically
+from seq2seq.device import available_cpus
 from seq2seq.errors import UserError
 from seq2seq.special import BOS, EOS, PAD, UNK
 
@@ -78,10 +78,6 @@ def _encode(processor: spm.SentencePieceProcessor, text: str, alpha: float, out_
     if alpha <= 0:
         return processor.encode(text, out_type=out_type)
     return processor.encode(text, out_type=out_type, enable_sampling=True, alpha=alpha, nbest_size=-1)
-
-
-def _threads() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 def seed_sampling(seed: int) -> None:
@@ -165,8 +161,8 @@ class Tokenizer:
 
     def _sides(self, processor: spm.SentencePieceProcessor, texts: list[str]) -> list[list[int]]:
         if self._ids is None:
-            return processor.encode(texts, num_threads=_threads())
-        return [self._ids_of(pieces) for pieces in processor.encode(texts, out_type=str, num_threads=_threads())]
+            return processor.encode(texts, num_threads=available_cpus())
+        return [self._ids_of(pieces) for pieces in processor.encode(texts, out_type=str, num_threads=available_cpus())]
 
     def encode_src(self, text: str, alpha: float = 0.0) -> list[int]:
         """Source ids ``x… <end>``; ``alpha`` > 0 samples a segmentation (see ``_encode``)."""

@@ -89,6 +89,7 @@ class CTranslate2Translator(Translator):
             cfg.model.max_positions,
             normalize_source=source_normalizer(cfg),
             normalize_target=target_normalizer(cfg),
+            config=cfg,
         )
         self.compute_type = self.precision = self.engine_model.compute_type
         self.step = settings.get("step")  # the training step of the checkpoint it was exported from

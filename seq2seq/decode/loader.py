@@ -125,4 +125,5 @@ def load_translator(
         decode_precision(precision, device),
         normalize_source=source_normalizer(cfg),
         normalize_target=target_normalizer(cfg),
+        config=cfg,
     )

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import torch
 
-from seq2seq.config import DecodeConfig
+from seq2seq.config import Config, DecodeConfig
 from seq2seq.data.corpus import normalize
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decode.attention import attention_weights
@@ -46,9 +46,10 @@ class TorchTranslator(Translator):
         precision: str = "float32",
         normalize_source: Callable[[str], str] = normalize,
         normalize_target: Callable[[str], str] = normalize,
+        config: Config | None = None,
     ) -> None:
         super().__init__(
-            tokenizer, decode, device, model.cfg.max_positions, normalize_source, normalize_target, precision
+            tokenizer, decode, device, model.cfg.max_positions, normalize_source, normalize_target, precision, config
         )
         self.model = model
         self.search_model = copy.deepcopy(model).to(torch.bfloat16) if precision == "bf16" else model

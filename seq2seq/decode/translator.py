@@ -114,7 +114,8 @@ class Translator:
     ``normalize_source`` and ``normalize_target`` are ``source_normalizer(cfg)`` and
     ``target_normalizer(cfg)`` of the model's config: input is read as in training, and references
     and glossary terms are put in the script the model writes. ``max_positions`` is the longest
-    input the model reads; ``precision`` the one it decodes in (``seq2seq.device.decode_precision``).
+    input the model reads; ``precision`` the one it decodes in (``seq2seq.device.decode_precision``);
+    ``config`` the model's whole config when known (its languages, which decide how its output is scored).
     """
 
     engine = "none"  # the name users give --engine
@@ -129,10 +130,11 @@ class Translator:
         normalize_source: Callable[[str], str] = normalize,
         normalize_target: Callable[[str], str] = normalize,
         precision: str = "float32",
+        config: Config | None = None,
     ) -> None:
         self.tokenizer, self.decode, self.device, self.max_positions = tokenizer, decode, device, max_positions
         self.normalize_source, self.normalize_target = normalize_source, normalize_target
-        self.precision = precision
+        self.precision, self.config = precision, config
 
     @classmethod
     def require(cls, **wanted: bool) -> None:

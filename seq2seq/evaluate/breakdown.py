@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from seq2seq.data.neardup import NEAR_DUPLICATE, NOVEL
-from seq2seq.evaluate.metrics import corpus_scores
+from seq2seq.evaluate.metrics import DEFAULT_TOKENIZER, References, corpus_scores, reference_streams
 
 NOVELTY_BUCKETS = (
     (f"novel (< {NOVEL})", 0.0, NOVEL),
@@ -32,13 +32,20 @@ class BucketScore:
 
 
 def bucket_scores(
-    hypotheses: list[str], references: list[str], values: list[float], buckets: tuple[tuple[str, float, float], ...]
+    hypotheses: list[str],
+    references: References,
+    values: list[float],
+    buckets: tuple[tuple[str, float, float], ...],
+    tokenize: str = DEFAULT_TOKENIZER,
 ) -> list[BucketScore]:
-    """Score the sentences whose ``values[i]`` falls in each ``[low, high)`` bucket (empty buckets are left out)."""
+    """Score the sentences whose ``values[i]`` falls in each ``[low, high)`` bucket (empty buckets are left out),
+    against one reference each or several streams, with BLEU tokenizer ``tokenize``."""
+    streams = reference_streams(references)
     results = []
     for label, low, high in buckets:
         chosen = [i for i, v in enumerate(values) if low <= v < high]
         if chosen:
-            s = corpus_scores([hypotheses[i] for i in chosen], [references[i] for i in chosen])
+            picked = [[stream[i] for i in chosen] for stream in streams]
+            s = corpus_scores([hypotheses[i] for i in chosen], picked, tokenize)
             results.append(BucketScore(label, len(chosen), s.bleu, s.chrf))
     return results

@@ -10,11 +10,12 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import CHRF
 from sacrebleu.metrics.base import Metric
 from sacrebleu.significance import PairedTest
 
 from seq2seq.errors import UserError
+from seq2seq.evaluate.metrics import DEFAULT_TOKENIZER, References, bleu_metric, reference_streams
 
 METRICS = ("BLEU", "chrF", "chrF++")
 
@@ -90,21 +91,26 @@ def _round(value: float | None) -> float | None:
 
 
 def compare(
-    systems: list[tuple[str, list[str]]], references: list[str], bootstrap: int = 1000, trials: int = 10000
+    systems: list[tuple[str, list[str]]],
+    references: References,
+    bootstrap: int = 1000,
+    trials: int = 10000,
+    tokenize: str = DEFAULT_TOKENIZER,
 ) -> Comparison:
-    """Score ``systems`` (name, detokenized lines) against one reference each and test each
-    against the first: ``bootstrap`` resamples (CIs and paired bootstrap), ``trials`` for
-    approximate randomization."""
+    """Score ``systems`` (name, detokenized lines) against one reference each (or several reference
+    streams), BLEU tokenized by ``tokenize``, and test each against the first: ``bootstrap`` resamples
+    (CIs and paired bootstrap), ``trials`` for approximate randomization."""
     if len(systems) < 2:
         raise UserError("a comparison needs at least two systems (--compare RUN_A RUN_B or --hyp A --hyp B)")
+    refs = reference_streams(references)
     for name, lines in systems:
-        if len(lines) != len(references):
-            raise UserError(f"{name}: {len(lines)} translations but {len(references)} references; they must be aligned")
-    refs = [references]
+        for stream in refs:
+            if len(lines) != len(stream):
+                raise UserError(f"{name}: {len(lines)} translations but {len(stream)} references; they must be aligned")
     results: list[dict[str, MetricResult]] = [{} for _ in systems]
     signatures: dict[str, str] = {}
-    bs_sigs, bs = PairedTest(systems, _metrics(), refs, test_type="bs", n_samples=bootstrap)()
-    ar_sigs, ar = PairedTest(systems, _metrics(), refs, test_type="ar", n_samples=trials, n_ar_confidence=-1)()
+    bs_sigs, bs = PairedTest(systems, _metrics(tokenize), refs, test_type="bs", n_samples=bootstrap)()
+    ar_sigs, ar = PairedTest(systems, _metrics(tokenize), refs, test_type="ar", n_samples=trials, n_ar_confidence=-1)()
     # sacrebleu names the columns after its metrics' own names (BLEU, chrF2, chrF2++), in our order
     for metric, bs_key, ar_key in zip(
         METRICS, [k for k in bs if k != "System"], [k for k in ar if k != "System"], strict=True
@@ -113,17 +119,17 @@ def compare(
             b, a = bs[bs_key][k], ar[ar_key][k]
             low, high = None, None
             if k > 0:
-                low, high = _delta_interval(metric, systems[0][1], systems[k][1], refs, bootstrap)
+                low, high = _delta_interval(_metrics(tokenize)[metric], systems[0][1], systems[k][1], refs, bootstrap)
             results[k][metric] = MetricResult(b.score, b.mean, b.ci, b.p_value, a.p_value, low, high)
         signatures[metric] = f"{bs_sigs[bs_key]} | ar:{trials}"
     identical = [lines == systems[0][1] for _, lines in systems]
-    return Comparison(len(references), [name for name, _ in systems], results, signatures, identical)
+    return Comparison(len(refs[0]), [name for name, _ in systems], results, signatures, identical)
 
 
 def _delta_interval(
-    metric: str, baseline: list[str], system: list[str], refs: list[list[str]], samples: int
+    scorer: Metric, baseline: list[str], system: list[str], refs: list[list[str]], samples: int
 ) -> tuple[float, float]:
-    """95% interval (2.5th and 97.5th percentiles) of ``metric``(system) − ``metric``(baseline) over
+    """95% interval (2.5th and 97.5th percentiles) of ``scorer``(system) − ``scorer``(baseline) over
     ``samples`` paired bootstrap resamples of the sentences.
 
     The resamples are those of sacrebleu's paired bootstrap test (its seed, drawn the same way), and
@@ -133,7 +139,6 @@ def _delta_interval(
     seed = os.environ.get("SACREBLEU_SEED", "12345")
     rng = np.random.default_rng(None if seed.lower() == "none" else int(seed))
     index = rng.choice(len(baseline), size=(samples, len(baseline)), replace=True)  # (samples, N)
-    scorer: Metric = _metrics()[metric]
     resampled = []
     for lines in (baseline, system):
         stats = np.array(scorer._extract_corpus_statistics(lines, refs), dtype="float32")  # (N, statistics)
@@ -142,6 +147,6 @@ def _delta_interval(
     return float(low), float(high)
 
 
-def _metrics() -> dict:
+def _metrics(tokenize: str) -> dict[str, Metric]:
     """Fresh metric objects (sacrebleu's tests cache reference statistics inside them)."""
-    return {"BLEU": BLEU(), "chrF": CHRF(), "chrF++": CHRF(word_order=2)}
+    return {"BLEU": bleu_metric(tokenize), "chrF": CHRF(), "chrF++": CHRF(word_order=2)}

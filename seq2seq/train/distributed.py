@@ -163,6 +163,8 @@ def join_world(device_name: str, timeout_minutes: float) -> Iterator[World]:
     if not launched_by_torchrun():
         yield SINGLE
         return
+    if device_name == "mps":
+        raise UserError("train.device=mps: a torchrun job runs on CUDA GPUs or CPUs; train on MPS as one process")
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank, local_size = int(os.environ["LOCAL_RANK"]), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     cuda = device_name.startswith("cuda") or (device_name == "auto" and torch.cuda.is_available())

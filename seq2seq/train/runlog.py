@@ -3,7 +3,7 @@
 The trainer says what happened (a step, a validation, a stop); this object decides how it is
 shown and recorded. ``metrics.jsonl`` in the run directory gets a record every
 ``RECORD_EVERY`` steps (loss, lr, tokens/s, epoch, minutes) and one per validation (dev loss,
-perplexity, BLEU, chrF); it is line-buffered, so ``tail -f`` follows it.
+perplexity, BLEU with its sacrebleu signature, chrF); it is line-buffered, so ``tail -f`` follows it.
 
 ``metrics.jsonl`` is the history of the model in ``last.pt``: a session that resumes at step N
 first drops the records past N (written by a session that died before its next checkpoint, e.g.
@@ -87,7 +87,7 @@ class RunLog:
         self._write(record)
         self._window_tokens, self._window_start = 0, time.perf_counter()
 
-    def validation(self, step: int, minutes: float, epoch: int, result: dict[str, float]) -> None:
+    def validation(self, step: int, minutes: float, epoch: int, result: dict[str, float | str]) -> None:
         """One validation's figures: a log line and a metrics record."""
         self.line(f"step {step} ({minutes:.1f} min, epoch {epoch}): {describe(result)}")
         self._write({"step": step, "minutes": round(minutes, 3), **result})
@@ -112,7 +112,7 @@ def _keep_records_up_to(path: Path, step: int) -> None:
     write_text_atomically(path, "".join(kept))
 
 
-def describe(result: dict[str, float]) -> str:
+def describe(result: dict[str, float | str]) -> str:
     """A validation result as text: dev loss and perplexity, BLEU and chrF when decoded."""
     text = f"dev loss {result['dev_loss']:.3f} ppl {result['dev_ppl']:.1f}"
     if "dev_bleu" in result:

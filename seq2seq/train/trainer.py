@@ -11,7 +11,6 @@ how several processes share one run (``torchrun``), ``seq2seq.train.distributed`
 
 import dataclasses
 import math
-import os
 import random
 import time
 from collections.abc import Iterator
@@ -24,15 +23,15 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.checkpoint import average_models, load_checkpoint, save_checkpoint
-from seq2seq.config import Config, TrainConfig, save_config
+from seq2seq.config import Config, TrainConfig, config_from_dict, save_config
 from seq2seq.data.batching import Batch, BucketSampler
 from seq2seq.data.encoded import EncodedSplit, Resegmented
 from seq2seq.data.mixing import CorpusMix
 from seq2seq.data.pipeline import PreparedData, prepare_data
 from seq2seq.decode.batched import search_ids
-from seq2seq.device import autocast, resolve_device, resolve_precision
+from seq2seq.device import autocast, available_cpus, resolve_device, resolve_precision
 from seq2seq.errors import UserError
-from seq2seq.evaluate.metrics import corpus_scores
+from seq2seq.evaluate.metrics import bleu_metric, configured_tokenizer, corpus_scores
 from seq2seq.model.transformer import Transformer
 from seq2seq.special import BOS, PAD
 from seq2seq.train.distributed import SINGLE, World
@@ -165,8 +164,10 @@ class Trainer:
         self.precision = resolve_precision(self.tc.precision, self.device)
         self.train_autocast = self.precision == "bf16-autocast"  # training passes under bf16 autocast
         self.eval_autocast = self.precision != "float32"  # validation and decoding: bf16 autocast in either bf16 mode
+        self.bleu_tokenize = configured_tokenizer(cfg)
+        bleu_metric(self.bleu_tokenize)  # a tokenizer missing its extra fails now, not after the data and an epoch
         # The ranks on one machine share its cores.
-        torch.set_num_threads(self.tc.threads or max(len(os.sched_getaffinity(0)) // world.local_size, 1))
+        torch.set_num_threads(self.tc.threads or max(available_cpus() // world.local_size, 1))
         torch.manual_seed(self.tc.seed)
         random.seed(self.tc.seed)
         warm = load_warm_start(self.tc.init_from, cfg) if self.tc.init_from else None
@@ -223,6 +224,7 @@ class Trainer:
             "torch": torch.get_rng_state(),
             "python": list(random.getstate()[1]),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "mps": torch.mps.get_rng_state() if self.device.type == "mps" else None,  # MPS dropout draws from its own
         }
         ranks = {"world_size": self.world.size, "rank_rng": self.world.gather(rng)} if self.world.distributed else {}
         return {
@@ -248,8 +250,11 @@ class Trainer:
         state = self.world.from_main(lambda: load_checkpoint(path) if path.is_file() else None)
         if state is None:
             return False
+        stored = config_from_dict(state["config"], f"{path} (stored config)")  # keys added since: their defaults
+        # The target language only steers scoring (BLEU's tokenizer); everything else must match.
+        stored = dataclasses.replace(stored, data=dataclasses.replace(stored.data, tgt_lang=self.cfg.data.tgt_lang))
         for section in ("model", "data"):
-            if state["config"].get(section) != self.cfg.to_dict()[section]:
+            if getattr(stored, section) != getattr(self.cfg, section):
                 raise UserError(
                     f"{self.run_dir} was trained with a different '{section}' config; "
                     "resume with the same config or choose a new train.run_dir"
@@ -265,14 +270,17 @@ class Trainer:
             random.setstate((3, tuple(rng["python"]), None))
             if rng["cuda"] and torch.cuda.is_available():
                 torch.cuda.set_rng_state_all(rng["cuda"])
+            if rng.get("mps") is not None and self.device.type == "mps":
+                torch.mps.set_rng_state(rng["mps"])
         else:  # another world size: the batches are dealt anew, each rank's dropout stream starts afresh
             torch.manual_seed(self.tc.seed * 100_003 + self.progress.step * 1_009 + self.world.rank)
         self.weights.sync()
         return True
 
     # -- validation ------------------------------------------------------
-    def validate(self) -> dict[str, float]:
-        """Dev loss and perplexity; BLEU and chrF of greedy output."""
+    def validate(self) -> dict[str, float | str]:
+        """Dev loss and perplexity; BLEU (tokenized for the target language, its signature recorded) and chrF
+        of greedy output."""
         world = self.world
         loss = dev_loss(
             self.model,
@@ -295,16 +303,16 @@ class Trainer:
             self.model.train()
             shares = world.gather([self.data.tokenizer.decode_tgt(h[0].tokens) for h in found])
             hyps = [shares[i % world.size][i // world.size] for i in range(len(chosen))]  # back in chosen's order
-            scores = corpus_scores(hyps, [self.data.dev_text.tgt[i] for i in chosen])
-            result.update(dev_bleu=scores.bleu, dev_chrf=scores.chrf)
+            scores = corpus_scores(hyps, [self.data.dev_text.tgt[i] for i in chosen], self.bleu_tokenize)
+            result.update(dev_bleu=scores.bleu, dev_chrf=scores.chrf, dev_bleu_signature=scores.bleu_signature)
         return result
 
-    def _metric(self, result: dict[str, float]) -> float:
+    def _metric(self, result: dict[str, float | str]) -> float:
         """The configured best-metric, oriented so that larger is better."""
         name = self.tc.best_metric
         return -result["dev_loss"] if name == "loss" or "dev_bleu" not in result else result[f"dev_{name}"]
 
-    def _after_validation(self, result: dict[str, float]) -> None:
+    def _after_validation(self, result: dict[str, float | str]) -> None:
         """Save best/last (and an averaging snapshot); update early-stopping counters.
 
         The order survives a kill at any point: best.pt and the snapshot are written before the
@@ -331,7 +339,7 @@ class Trainer:
             for name in dropped:
                 (self.run_dir / name).unlink(missing_ok=True)
 
-    def _save_best(self, result: dict[str, float], **extra: int) -> None:
+    def _save_best(self, result: dict[str, float | str], **extra: int) -> None:
         """best.pt: the model as it is now, its config, the step and the validation ``result``."""
         record = {"model": self.model.state_dict(), "config": self.cfg.to_dict(), "step": self.progress.step}
         save_checkpoint({**record, **extra, **result}, self.run_dir / "best.pt")

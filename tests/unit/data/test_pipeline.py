@@ -164,7 +164,7 @@ def test_failed_build_leaves_no_cache(tmp_path):
     cfg = _config(tmp_path / "cache", vocab_size=100)  # too small for the toy corpus
     with pytest.raises(UserError, match="data.vocab_size"):
         prepare_data(cfg)
-    assert list((tmp_path / "cache").iterdir()) == []
+    assert [path.name for path in (tmp_path / "cache").iterdir()] == [".lock"]  # no entry: only the builders' lock
 
 
 # --- filtering ----------------------------------------------------------------------------------

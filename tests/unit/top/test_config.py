@@ -1,12 +1,16 @@
 """seq2seq.config: YAML loading, validation messages, --set overrides, round trips."""
 
+import dataclasses
+import re
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+from sacrebleu.metrics import BLEU
 
 from seq2seq.config import (
+    BLEU_TOKENIZERS,
     Config,
     DecodeConfig,
     ModelConfig,
@@ -165,15 +169,61 @@ def test_set_override_is_validated(tmp_path):
         load_config(path, ["train.lr=-1"])
 
 
-@pytest.mark.parametrize("text", ["train.lr", "lr=3e-4", "train.lr.x=1", "=1"])
+@pytest.mark.parametrize("text", ["train.lr", "lr=3e-4", "train.lr.x=1", "=1", "data.corpora[-1].weight=1"])
 def test_bad_override_format(tmp_path, text):
     with pytest.raises(UserError, match="section.key=value"):
         load_config(_write(tmp_path, MINIMAL), [text])
 
 
+CORPORA = MINIMAL.replace(
+    "  src: corpus.src\n  tgt: corpus.tgt\n",
+    "  corpora:\n    - {name: a, src: a.src, tgt: a.tgt}\n    - {name: b, src: b.src, tgt: b.tgt, weight: 0.3}\n",
+)
+
+
+def test_set_reaches_a_field_of_a_list_entry(tmp_path):
+    path = _write(tmp_path, CORPORA)
+    cfg = load_config(path, ["data.corpora[1].weight=0.5", "data.corpora[0].vocab=false"])
+    assert [(c.name, c.weight, c.vocab) for c in cfg.data.corpora] == [("a", 1.0, False), ("b", 0.5, True)]
+    whole = load_config(path, ["data.corpora[0]={name: c, tsv: c.tsv}"]).data.corpora[0]
+    assert (whole.name, whole.tsv, whole.src) == ("c", "c.tsv", None)
+    assert load_config(path) == load_config(path, [])  # nothing of the file's lists was changed in place
+    betas = load_config(
+        _write(tmp_path, MINIMAL + "  adam_betas: [0.9, 0.98]\n", "b.yaml"), ["train.adam_betas[1]=0.99"]
+    )
+    assert betas.train.adam_betas == (0.9, 0.99)
+
+
+def test_a_list_override_out_of_range_is_a_one_line_error(tmp_path):
+    path = _write(tmp_path, CORPORA)
+    with pytest.raises(UserError) as err:
+        load_config(path, ["data.corpora[2].weight=0.5"])
+    assert str(err.value) == (
+        "--set 'data.corpora[2].weight=0.5': data.corpora[2] is out of range (data.corpora has entries 0-1)"
+    )
+    with pytest.raises(UserError, match=r"data.corpora is not a list in this config"):
+        load_config(_write(tmp_path, MINIMAL, "m.yaml"), ["data.corpora[0].weight=0.5"])
+    with pytest.raises(UserError, match=r"data.corpora\[0\]: unknown key 'wieght'; did you mean 'weight'"):
+        load_config(path, ["data.corpora[0].wieght=0.5"])
+
+
+def test_tgt_lang_must_be_a_language_code(tmp_path):
+    assert load_config(_write(tmp_path, _minimal_plus("data", "tgt_lang: zh-Hant"))).data.tgt_lang == "zh-Hant"
+    with pytest.raises(UserError, match="data.tgt_lang='chinese' is not a language code"):
+        load_config(_write(tmp_path, _minimal_plus("data", "tgt_lang: chinese")))
+
+
+def test_bleu_tokenize_is_one_of_sacrebleus_tokenizers(tmp_path):
+    assert set(BLEU_TOKENIZERS) <= set(BLEU.TOKENIZERS)
+    assert load_config(_write(tmp_path, MINIMAL), ["eval.bleu_tokenize=zh"]).eval.bleu_tokenize == "zh"
+    with pytest.raises(UserError, match=r"eval\.bleu_tokenize"):
+        load_config(_write(tmp_path, MINIMAL), ["eval.bleu_tokenize=jieba"])
+
+
 def test_parse_override_reads_value_as_yaml():
     assert parse_override("decode.beam=4") == (["decode", "beam"], 4)
     assert parse_override("data.src=a=b.txt") == (["data", "src"], "a=b.txt")
+    assert parse_override("data.corpora[1].weight=0.5") == (["data", "corpora", 1, "weight"], 0.5)
 
 
 def test_invalid_yaml_names_file_and_line(tmp_path):
@@ -220,9 +270,27 @@ def test_non_mapping_top_level_is_a_user_error(tmp_path):
 CONFIGS = REPO / "configs"
 
 
-@pytest.mark.parametrize("name", ["zh-en.yaml", "toy.yaml", "zh-en-finetune-opus.yaml"])
+@pytest.mark.parametrize("name", sorted(path.name for path in CONFIGS.glob("*.yaml")))
 def test_shipped_configs_load(name):
     assert isinstance(load_config(CONFIGS / name), Config)
+
+
+def test_en_zh_is_the_recipe_turned_round():
+    """configs/en-zh.yaml: the recipe's corpus the other way round, at the recipe's sizes and budget."""
+    en_zh, zh_en = load_config(CONFIGS / "en-zh.yaml"), load_config(CONFIGS / "zh-en.yaml")
+    sizes = lambda c: (  # noqa: E731
+        dataclasses.replace(c.model, dropout=0.0),
+        (c.data.vocab_size, c.data.batch_tokens, c.data.max_len, c.data.dev_size, c.data.test_size),
+        dataclasses.replace(c.train, run_dir="", label_smoothing=0.0),
+        c.decode,
+    )
+    assert sizes(en_zh) == sizes(zh_en)
+    d = en_zh.data
+    assert (d.tgt_lang, d.src_script, d.tgt_script, en_zh.train.run_dir) == ("zh", "keep", "simplified", "runs/en-zh")
+    assert [(c.src, c.tgt, c.weight, c.eval) for c in d.corpora] == [
+        ("data/tatoeba-cmn-eng-full/all.en", "data/tatoeba-cmn-eng-full/all.zh", 1.0, True),
+        ("data/hsk-zh-en/all.en", "data/hsk-zh-en/all.zh", 0.1, False),
+    ]
 
 
 def test_the_recipe_sets_and_explains_every_key():
@@ -235,3 +303,25 @@ def test_the_recipe_sets_and_explains_every_key():
         for setting in fields(section.type):
             (line,) = [line for line in body if line.startswith(f"  {setting.name}:")]
             assert "#" in line, f"{section.name}.{setting.name} has no comment"
+
+
+def _as_yaml(value: object) -> str:
+    """A default as docs/own-data.md writes it."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_as_yaml(v) for v in value) + "]"
+    return str(value)
+
+
+def test_the_own_data_page_lists_every_default():
+    section, listed = None, {}
+    for line in (REPO / "docs" / "own-data.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            section = None  # the tables of defaults end with their section of the page
+        elif line.startswith("`") and line.endswith("`:"):
+            section = line.strip("`:")
+        elif (row := re.match(r"\| `(\w+)` \| `([^`]*)` \|", line)) and section:
+            listed[f"{section}.{row[1]}"] = row[2]
+    defaults = Config().to_dict()
+    assert listed == {f"{s}.{k}": _as_yaml(v) for s in defaults for k, v in defaults[s].items()}

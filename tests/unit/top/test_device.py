@@ -1,10 +1,15 @@
-"""seq2seq.device: what ``auto`` means for training and decoding precision on the CPU."""
+"""seq2seq.device: which device ``auto`` picks (CUDA, then MPS, then the CPU), what ``auto`` means for
+training and decoding precision, and how many CPU cores a process may use."""
+
+import os
 
 import pytest
 import torch
 
 import seq2seq.device as device
-from seq2seq.device import decode_precision, resolve_precision
+from seq2seq.config import config_from_dict
+from seq2seq.device import available_cpus, decode_precision, resolve_device, resolve_precision
+from seq2seq.errors import UserError
 
 CPU = torch.device("cpu")
 
@@ -29,3 +34,50 @@ def test_auto_on_cpu_is_bf16_only_with_native_bf16(monkeypatch, fast):
 def test_auto_on_cuda_autocasts(monkeypatch, supported):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
     assert resolve_precision("auto", torch.device("cuda")) == ("bf16-autocast" if supported else "float32")
+
+
+@pytest.mark.parametrize(("cuda", "mps", "chosen"), [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")])
+def test_auto_picks_cuda_then_mps_then_the_cpu(monkeypatch, cuda, mps, chosen):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert resolve_device("auto") == torch.device(chosen)
+
+
+def test_mps_named_is_used_when_present_and_a_user_error_when_absent(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert resolve_device("mps") == torch.device("mps")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(UserError, match="no Apple GPU"):
+        resolve_device("mps")
+
+
+def test_an_unknown_device_is_a_user_error():
+    with pytest.raises(UserError, match="choose auto, cpu, cuda, cuda:N or mps"):
+        resolve_device("tpu")
+
+
+def test_auto_precision_on_mps_is_float32():
+    mps = torch.device("mps")
+    assert resolve_precision("auto", mps) == "float32"
+    assert decode_precision("auto", mps) == "float32"
+    assert resolve_precision("bf16-autocast", mps) == "bf16-autocast"  # asked for: used
+
+
+def test_train_device_accepts_mps_and_names_it_when_refusing():
+    base = {"data": {"src": "a", "tgt": "b"}, "train": {"max_steps": 1}}
+    assert config_from_dict({**base, "train": {"max_steps": 1, "device": "mps"}}, "x.yaml").train.device == "mps"
+    with pytest.raises(UserError, match=r"train.device must be auto, cpu, cuda\[:N\] or mps"):
+        config_from_dict({**base, "train": {"max_steps": 1, "device": "gpu"}}, "x.yaml")
+
+
+def test_available_cpus_without_an_affinity_mask_counts_every_core(monkeypatch):
+    for name in ("process_cpu_count", "sched_getaffinity"):
+        monkeypatch.delattr(os, name, raising=False)
+    assert available_cpus() == os.cpu_count()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="the affinity mask is Linux's")
+def test_available_cpus_follows_the_affinity_mask(monkeypatch):
+    monkeypatch.delattr(os, "process_cpu_count", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert available_cpus() == 1

@@ -18,7 +18,7 @@ import torch
 from conftest import CLI_ENV, REPO, TOY, metrics_records, toy_train_args
 
 import seq2seq.train.trainer as train_module
-from seq2seq.checkpoint import load_checkpoint
+from seq2seq.checkpoint import DIGEST_KEY, load_checkpoint, save_checkpoint
 from seq2seq.config import TrainConfig, load_config
 from seq2seq.train.signals import stop_deferred
 from seq2seq.train.trainer import Trainer, budget_used, dev_loss, even_sample, lr_factor
@@ -321,3 +321,24 @@ def test_resume_with_several_corpora_is_exact(tmp_path, toy_cache, toy_pairs):
     resumed = Trainer(_toy(tmp_path / "b", toy_cache, "train.max_steps=30", *mixed))
     resumed.fit(quiet=True)
     _assert_same_training_state(straight, resumed)
+
+
+# -- the BLEU that picks best.pt ---------------------------------------------
+@pytest.mark.parametrize(("setting", "tokenizer"), [("data.tgt_lang=zh", "zh"), ("eval.bleu_tokenize=char", "char")])
+def test_validation_scores_bleu_with_the_configured_tokenizer(tmp_path, toy_cache, setting, tokenizer):
+    cfg = _toy(tmp_path / "run", toy_cache, "train.max_steps=2", "train.eval_every=2", setting)
+    Trainer(cfg).fit(quiet=True)
+    (record,) = [r for r in metrics_records(tmp_path / "run") if "dev_bleu" in r]
+    assert f"tok:{tokenizer}|" in record["dev_bleu_signature"]
+    best = load_checkpoint(tmp_path / "run" / "best.pt")  # chosen on that BLEU: its validation result is stored
+    assert best["dev_bleu_signature"] == record["dev_bleu_signature"] and best["dev_bleu"] == record["dev_bleu"]
+
+
+def test_a_run_saved_before_the_language_keys_existed_resumes(tmp_path, toy_cache):
+    run = tmp_path / "run"
+    Trainer(_toy(run, toy_cache, "train.max_steps=2", "train.eval_every=2")).fit(quiet=True)
+    state = load_checkpoint(run / "last.pt")
+    del state["config"]["data"]["tgt_lang"], state["config"]["eval"]  # as an older seq2seq wrote it
+    save_checkpoint({k: v for k, v in state.items() if k != DIGEST_KEY}, run / "last.pt")
+    resumed = Trainer(_toy(run, toy_cache, "train.max_steps=4", "train.eval_every=2", "data.tgt_lang=zh"))
+    assert resumed.resume() and resumed.progress.step == 2  # the language only steers scoring
