@@ -47,7 +47,7 @@ train: $(BIN)/.installed data
 	$(BIN)/seq2seq train --config $(CONFIG)
 
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 # The training and decoding benchmarks at the settings of docs/benchmarks.md; the reports go to runs/bench/
 # (compare them with docs/bench_*.json, which a re-run meant to replace them updates by hand).

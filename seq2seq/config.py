@@ -227,6 +227,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         raise UserError(f"{where}: expected a finite number, got {value!r}")
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
         raise UserError(f"{where}: expected {tp.__name__}, got {value!r}")
+    if tp is int and not -(2**63) <= value < 2**63:  # torch holds sizes, steps and seeds in 64 bits
+        raise UserError(f"{where}: {value} does not fit in a 64-bit integer")
     return value
 
 

@@ -53,13 +53,15 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def cpu_has_fast_bf16() -> bool:
-    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX; read from Linux's /proc, else False)."""
+def cpu_has_fast_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX), as Linux's ``cpuinfo`` lists
+    its flags; False where there is no such file (macOS, Windows)."""
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        text = cpuinfo.read_text()
     except OSError:
         return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    flags = {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[-1].split()}
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:

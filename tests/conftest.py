@@ -292,6 +292,21 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def main_error(capsys: pytest.CaptureFixture, *args: str) -> str:
+    """``seq2seq.cli.main(ARGS)`` in this process (no interpreter start): assert it exits with status 2 and one
+    ``seq2seq: error:`` line on stderr and prints nothing on stdout; return that line."""
+    from seq2seq.cli import main
+
+    capsys.readouterr()  # what earlier calls printed is not this command's
+    with pytest.raises(SystemExit) as exit_:
+        main(list(args))
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("seq2seq: error:"), err
+    assert out == ""
+    return err.strip()
+
+
 def metrics_records(run_dir: Path) -> list[dict]:
     """The records of a run's metrics.jsonl, in order."""
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]

@@ -8,11 +8,13 @@ Everything writes only under pytest's tmp directories.
 """
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, TOY, metrics_records, one_line_error, run_cli, sets
+from conftest import CLI_ENV, REPO, TOY, main_error, metrics_records, one_line_error, run_cli, sets, write_lines
 
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import load_config
@@ -51,7 +53,7 @@ def test_evaluate_misaligned_files_is_aone_line_error(tmp_path):
     hyp.write_text("one\ntwo\nthree\n", encoding="utf-8")
     ref.write_text("one\ntwo\n", encoding="utf-8")
     line = one_line_error(run_cli("evaluate", "--hyp", str(hyp), "--ref", str(ref), cwd=tmp_path))
-    assert "3" in line and "2" in line and "aligned" in line
+    assert line.endswith("3 translations but 2 references; they must be line-aligned")
 
 
 def test_train_missing_config_is_aone_line_error(tmp_path):
@@ -208,3 +210,48 @@ def test_config_override_error_through_therun_cli(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "max_step" in lines[0] and "max_steps" in lines[0]  # names it, suggests the fix
     assert "Traceback" not in result.stderr
+
+
+def test_train_resume_without_last_checkpoint_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    run = tmp_path / "run"
+    settings = sets(f"train.run_dir={run}", f"data.cache_dir={tmp_path / 'cache'}", "train.max_steps=1")
+    line = main_error(capsys, "train", "--config", TOY, "--device", "cpu", "--resume", *settings)
+    assert line == f"seq2seq: error: --resume: no {run / 'last.pt'} to resume from"
+    assert not run.exists() and not (tmp_path / "cache").exists()  # nothing trained, nothing written
+
+
+def test_translate_input_file_missing_is_a_one_line_error(toy_run, tmp_path, capsys):
+    missing = tmp_path / "missing.txt"
+    line = main_error(capsys, "translate", "--model", str(toy_run), "--device", "cpu", "-i", str(missing))
+    assert line == f"seq2seq: error: -i {missing}: file not found"
+
+
+def test_evaluate_compare_with_hyp_is_a_one_line_error(tmp_path, capsys):
+    hyp = write_lines(tmp_path / "hyp.txt", ["a"])
+    line = main_error(capsys, "evaluate", "--compare", "runs/a", "runs/b", "--hyp", str(hyp))
+    assert line.endswith("give either --compare RUN… or --hyp FILE…, not both")
+
+
+def test_translate_into_a_closed_pipe_exits_0_quietly(toy_run, tmp_path):
+    """``seq2seq translate … | head -1``: the reader goes away; the translator stops with status 0, no traceback."""
+    sentences = write_lines(tmp_path / "in.txt", ["我很好。", "你好。"] * 100)
+    args = ["translate", "--model", str(toy_run), "--device", "cpu", "--chunk-lines", "1", "-i", str(sentences)]
+    with subprocess.Popen(
+        [sys.executable, "-m", "seq2seq", *args],
+        cwd=REPO,
+        env=CLI_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stdout.readline().strip()  # a first translation: the writes have begun
+            proc.stdout.close()  # what `head -1` does next
+            err = proc.stderr.read()
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err

@@ -13,7 +13,18 @@ import time
 from pathlib import Path
 
 import torch
-from conftest import CLI_ENV, REPO, TOY, free_port, metrics_records, run_cli, run_torchrun, torchrun, toy_train_args
+from conftest import (
+    CLI_ENV,
+    REPO,
+    TOY,
+    free_port,
+    metrics_records,
+    run_cli,
+    run_torchrun,
+    sets,
+    torchrun,
+    toy_train_args,
+)
 
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import load_config
@@ -78,6 +89,40 @@ def test_two_ranks_train_the_toy_model_and_it_translates(tmp_path, toy_cache):
     assert load_checkpoint(run / "last.pt")["sampler"] == sampler.state_dict()
 
 
+def test_one_process_resumed_on_two_ranks_equals_an_uninterrupted_run(tmp_path, toy_cache, monkeypatch):
+    """World size 1 -> 2: three steps in one process accumulating two batches, resumed on two ranks to six, end
+    where six straight steps of the one process end: the ranks go on with the global batches that follow, and
+    the optimizer's moments and the schedule carry over. No dropout: on another world size each rank's random
+    stream starts afresh (seq2seq.train.trainer.Trainer.resume), so only then can the two runs agree."""
+    monkeypatch.chdir(REPO)
+
+    def settings(run: str, steps: int, *more: str) -> list[str]:
+        where = [
+            f"train.run_dir={tmp_path / run}",
+            f"data.cache_dir={toy_cache}",
+            "train.threads=1",
+            "train.device=cpu",
+        ]
+        return [*where, f"train.max_steps={steps}", "train.eval_every=3", "model.dropout=0", *QUICK, *more]
+
+    straight = Trainer(load_config(TOY, settings("straight", 6, "train.accum_steps=2")))
+    straight.fit(quiet=True)
+    Trainer(load_config(TOY, settings("resumed", 3, "train.accum_steps=2"))).fit(quiet=True)
+    two = run_torchrun("train", "--config", TOY, *sets(*settings("resumed", 6)))
+    assert two.returncode == 0, two.stderr
+    assert "x 2 ranks" in two.stdout and "resumed at step 3" in two.stdout
+    resumed, reference = load_checkpoint(tmp_path / "resumed" / "last.pt"), straight.state()
+    assert resumed["progress"]["step"] == 6 and resumed["world_size"] == 2
+    assert resumed["sampler"] == reference["sampler"]  # the same batches consumed, none twice, none skipped
+    assert resumed["scheduler"]["last_epoch"] == reference["scheduler"]["last_epoch"] == 6
+    for name, weight in reference["model"].items():
+        torch.testing.assert_close(resumed["model"][name], weight, rtol=1e-5, atol=1e-6, msg=name)
+    moments = [run["optimizer"]["state"] for run in (resumed, reference)]
+    for key, state in moments[1].items():
+        for moment in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(moments[0][key][moment], state[moment], rtol=1e-4, atol=1e-9)
+
+
 def _default_stop_signals() -> None:
     for stop in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop, signal.SIG_DFL)
@@ -115,6 +160,18 @@ def _started(run, launcher: subprocess.Popen) -> None:
         time.sleep(0.2)
 
 
+def _rank_pid(launcher_pid: int, rank: int) -> int:
+    """The pid of the worker process of ``rank``, found by the RANK torchrun put in its environment."""
+    pids = [
+        int(pid)
+        for task in Path(f"/proc/{launcher_pid}/task").iterdir()
+        for pid in (task / "children").read_text().split()
+    ]
+    chosen = [pid for pid in pids if f"RANK={rank}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")]
+    assert len(chosen) == 1, (pids, chosen)
+    return chosen[0]
+
+
 def test_a_killed_rank_ends_the_job_with_a_report_naming_it(tmp_path, toy_cache):
     run = tmp_path / "run"
     args = toy_train_args(run, toy_cache, "train.max_steps=5000", "train.eval_every=5000", *QUICK)
@@ -122,11 +179,11 @@ def test_a_killed_rank_ends_the_job_with_a_report_naming_it(tmp_path, toy_cache)
         torchrun(*args), cwd=REPO, env=CLI_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as launcher:
         _started(run, launcher)
-        ranks = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split()
-        os.kill(int(ranks[-1]), signal.SIGKILL)
+        os.kill(_rank_pid(launcher.pid, 1), signal.SIGKILL)
         _, err = launcher.communicate(timeout=60)  # the other rank does not wait for the collective's timeout
     assert launcher.returncode != 0
-    assert "Root Cause" in err and "rank      : 1" in err and "SIGKILL" in err, err
+    root_cause = err.split("Root Cause", 1)[-1]  # torchrun's report: the first failure, then the others
+    assert "Root Cause" in err and "rank      : 1" in root_cause and "SIGKILL" in root_cause, err
 
 
 def test_two_launchers_on_one_host_train_as_two_machines(tmp_path, toy_cache):

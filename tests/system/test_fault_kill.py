@@ -23,8 +23,8 @@ def harness(tmp_path_factory, toy_cache) -> tuple[soak_kill.Launcher, soak_kill.
 def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(harness, tmp_path):
     report = soak_kill.soak(*harness, tmp_path, kills=KILLS, seed=0)
     print(report)
-    assert report.kills == KILLS
-    assert max(report.steps_at_kills) > 0, report.steps_at_kills  # not every kill came during start-up
+    # Some kills left a run part-way (last.pt past step 0, short of the end) that the next start resumed.
+    assert report.killed_mid_training >= 1, report.steps_at_kills
     assert report.differences == []
 
 

@@ -4,9 +4,12 @@ another exception."""
 
 import dataclasses
 import datetime
+import math
+import re
 import types
 import typing
 
+import pytest
 import torch
 import yaml
 from conftest import FUZZ
@@ -80,12 +83,29 @@ def raw_configs(draw: st.DrawFn) -> dict:
 
 
 def _check_usable(cfg: Config, tmp_path) -> None:
-    """An accepted config survives a save/load round trip, builds its optimizer and has a finite schedule."""
+    """An accepted config holds only values validation allows, survives a save/load round trip, builds its
+    optimizer and has a finite schedule."""
+    _check_validated(cfg.to_dict())
+    assert cfg.train.lr > 0 and cfg.train.weight_decay >= 0 and all(0 <= b < 1 for b in cfg.train.adam_betas)
     path = tmp_path / "config.yaml"
     save_config(cfg, path)
     assert load_config(path) == cfg
     adamw(iter([torch.nn.Parameter(torch.zeros(2))]), cfg.train)
     assert all(0 <= lr_factor(step, cfg.train) < float("inf") for step in (0, 1, 10**6))
+
+
+def _check_validated(tree: object) -> None:
+    """Every number of an accepted config is finite and fits in 64 bits (what torch takes)."""
+    if isinstance(tree, dict):
+        for value in tree.values():
+            _check_validated(value)
+    elif isinstance(tree, list):
+        for value in tree:
+            _check_validated(value)
+    elif isinstance(tree, float):
+        assert math.isfinite(tree), tree
+    elif isinstance(tree, int):
+        assert -(2**63) <= tree < 2**63, tree
 
 
 def _check_error(err: UserError, *named: str) -> None:
@@ -143,19 +163,21 @@ def test_random_overrides_apply_or_are_a_one_line_error(tmp_path_factory, overri
     _check_usable(cfg, tmp_path_factory.mktemp("cfg"))
 
 
-def test_dates_and_huge_numbers_are_named_errors(tmp_path):
-    for section, key, value in [
-        ("data", "src", datetime.date(2020, 1, 1)),
-        ("model", "d_model", 2**70),
-        ("train", "lr", float("nan")),
-        ("train", "weight_decay", float("inf")),
-        ("train", "adam_betas", [1.5, 0.9]),
-    ]:
-        raw = {s: dict(k) for s, k in BASE.items()}
-        raw.setdefault(section, {})[key] = value
-        try:
-            cfg = config_from_dict(raw, "x.yaml")
-        except UserError as err:
-            _check_error(err, f"{section}.{key}")
-            continue
-        _check_usable(cfg, tmp_path)
+@pytest.mark.parametrize(
+    ("section", "key", "value", "message"),
+    [
+        ("data", "src", datetime.date(2020, 1, 1), "expected str"),
+        ("model", "d_model", 2**70, "does not fit in a 64-bit integer"),
+        ("train", "seed", -(2**63) - 1, "does not fit in a 64-bit integer"),
+        ("train", "lr", float("nan"), "expected a finite number"),
+        ("train", "weight_decay", float("inf"), "expected a finite number"),
+        ("train", "weight_decay", -0.01, "must be >= 0"),
+        ("train", "adam_betas", [1.5, 0.9], "must both be in [0, 1)"),
+    ],
+)
+def test_dates_huge_numbers_and_impossible_values_are_named_errors(section, key, value, message):
+    raw = {s: dict(k) for s, k in BASE.items()}
+    raw.setdefault(section, {})[key] = value
+    with pytest.raises(UserError, match=rf"^x\.yaml\b.*{re.escape(f'{section}.{key}')}.*{re.escape(message)}") as err:
+        config_from_dict(raw, "x.yaml")
+    _check_error(err.value, f"{section}.{key}")

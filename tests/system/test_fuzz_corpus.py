@@ -2,6 +2,8 @@
 marks, CR/LF/CR-only line ends, NUL, very long lines), reading it is either a correct read or a one-line
 UserError naming the file -- never another exception."""
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -100,22 +102,84 @@ def _pair_files(tmp_path_factory: pytest.TempPathFactory, src: bytes, tgt: bytes
     return folder
 
 
-@settings(FUZZ, max_examples=60)
-@given(src=encoded_files(), tgt=encoded_files())
-def test_read_corpus_gives_aligned_normalized_pairs_or_a_one_line_error(tmp_path_factory, src, tgt):
-    folder = _pair_files(tmp_path_factory, src, tgt)
-    cfg = DataConfig(src=str(folder / "a.src"), tgt=str(folder / "a.tgt"))
-    try:
+@st.composite
+def aligned_utf8(
+    draw: st.DrawFn, line: Callable[[int], st.SearchStrategy[str]], min_lines: int = 1
+) -> tuple[bytes, bytes]:
+    """Two UTF-8 files with as many lines (line i drawn from ``line(i)``, no LF inside), LF or CRLF ends, with
+    or without a BOM or a final line end: corpora the reader must accept."""
+    count = draw(st.integers(min_lines, 12))
+    files = []
+    for _ in range(2):
+        lines = [draw(line(i)) for i in range(count)]
+        end = draw(st.sampled_from(["\n", "\r\n"]))
+        text = end.join(lines) + (end if draw(st.booleans()) or lines[-1] == "" else "")
+        files.append((b"\xef\xbb\xbf" if draw(st.booleans()) else b"") + text.encode("utf-8"))
+    return files[0], files[1]
+
+
+ODD_LINE = st.text(
+    st.characters(codec="utf-8", exclude_categories=["Cs"], exclude_characters="\n") | st.sampled_from(TRICKY)
+)
+
+
+def odd_line(_: int) -> st.SearchStrategy[str]:
+    return ODD_LINE
+
+
+# Mostly aligned UTF-8 (the reader must accept it), else two independent odd files (a read or a one-line error).
+pair_files = (
+    aligned_utf8(odd_line)
+    | aligned_utf8(odd_line)
+    | aligned_utf8(odd_line)
+    | st.tuples(encoded_files(), encoded_files())
+)
+
+
+def _expected_pairs(src: bytes, tgt: bytes) -> int | list[str]:
+    """The number of pairs the reader must give, or what its one-line error may say: a file's first line that
+    is not UTF-8, or its emptiness (either file's, as the reader meets them), else the differing line counts
+    (as regular expressions)."""
+    failures = []
+    for data, name in ((src, "a.src"), (tgt, "a.tgt")):
+        expected = _expected(data)
+        if isinstance(expected, int):
+            failures.append(re.escape(f"{name} is empty" if expected == 0 else f"{name} line {expected}:"))
+    if failures:
+        return failures
+    src_count, tgt_count = len(_expected(src)), len(_expected(tgt))
+    return src_count if src_count == tgt_count else [f"a.src has {src_count} lines but \\S*a.tgt has {tgt_count};"]
+
+
+def test_read_corpus_gives_aligned_normalized_pairs_or_a_one_line_error(tmp_path_factory):
+    outcomes: list[str] = []
+
+    @settings(FUZZ, max_examples=60)
+    @given(files=pair_files)
+    def check(files: tuple[bytes, bytes]) -> None:
+        folder = _pair_files(tmp_path_factory, *files)
+        cfg = DataConfig(src=str(folder / "a.src"), tgt=str(folder / "a.tgt"))
+        expected = _expected_pairs(*files)
+        if isinstance(expected, list):
+            with pytest.raises(UserError) as err:
+                read_corpus(cfg)
+            message = str(err.value)
+            assert "\n" not in message and str(folder) in message and any(re.search(e, message) for e in expected), (
+                message
+            )
+            outcomes.append("error")
+            return
         sources, targets = read_corpus(cfg)
-    except UserError as err:
-        assert "\n" not in str(err) and str(folder) in str(err)
-        return
-    assert len(sources) == len(targets) == len(_expected(src))
-    for sentence in sources + targets:
-        # Normalized: what translate sees too -- no BOM, no line breaks, no outer or repeated whitespace.
-        assert sentence == sentence.strip() and "\ufeff" not in sentence and "  " not in sentence
-        assert sentence.splitlines() in ([sentence], [])
-        assert normalize(sentence) == sentence  # idempotent: re-reading a run's own dev/test text changes nothing
+        assert len(sources) == len(targets) == expected
+        for sentence in sources + targets:
+            # Normalized: what translate sees too -- no BOM, no line breaks, no outer or repeated whitespace.
+            assert sentence == sentence.strip() and "\ufeff" not in sentence and "  " not in sentence
+            assert sentence.splitlines() in ([sentence], [])
+            assert normalize(sentence) == sentence  # idempotent: re-reading a run's own dev/test text changes nothing
+        outcomes.append("read")
+
+    check()
+    assert outcomes.count("read") >= len(outcomes) // 2 and "error" in outcomes, outcomes
 
 
 @settings(FUZZ, max_examples=60)
@@ -133,25 +197,66 @@ def test_read_tsv_is_a_read_or_a_one_line_error(tmp_path_factory, data, columns)
     assert tgt == [line.split("\t")[columns[1]] for line in lines]
 
 
-@settings(FUZZ, max_examples=12)
-@given(src=encoded_files(), tgt=encoded_files())
-def test_prepare_data_on_odd_corpora_builds_or_is_a_one_line_error(tmp_path_factory, src, tgt):
-    """The whole pipeline (split, SentencePiece training, encoding) on the odd corpora the reader accepts."""
-    folder = _pair_files(tmp_path_factory, src, tgt)
-    cfg = DataConfig(
-        src=str(folder / "a.src"),
-        tgt=str(folder / "a.tgt"),
-        dev_size=1,
-        test_size=1,
-        vocab_size=16,
-        cache_dir=str(folder / "cache"),
-    )
-    try:
-        data = prepare_data(cfg, folder / "run")
-    except UserError as err:
-        assert "\n" not in str(err)
-        return
-    assert len(data.train) >= 1
-    for i in range(len(data.train)):
-        (ids,) = data.train.sources([i])
-        assert ids[-1] == 3 and all(0 <= t < data.tokenizer.src_vocab_size for t in ids)
+# Lines SentencePiece can learn a 16-piece vocabulary from (few distinct characters), decorated with what
+# normalization must clean up (BOMs, odd spaces, controls that are whitespace, combining accents). Line i ends
+# with its number in the letters a and b: no two pairs are the same, so dedup leaves three or more pairs, dev
+# and test take at most one each, and training keeps the rest (short lines: the length filters keep them all).
+DECORATION = st.text(st.sampled_from("\ufeff\u3000\u00a0\t\x0b\x0c\x1c \u0301"), max_size=3)
+WORD = st.text(st.sampled_from("ab长"), min_size=1, max_size=6)
+
+
+def pipeline_line(i: int) -> st.SearchStrategy[str]:
+    number = format(i, "b").translate(str.maketrans("01", "ab"))
+    return st.builds(lambda before, word, after: f"{before}{word} {number}{after}", DECORATION, WORD, DECORATION)
+
+
+@st.composite
+def pipeline_files(draw: st.DrawFn) -> tuple[bytes, bytes, bool]:
+    """(src, tgt, whether the pipeline must build): three times in four aligned corpora of ``pipeline_line``,
+    which it must build; else two odd files, which it may refuse."""
+    if draw(st.sampled_from([True, True, True, False])):
+        return (*draw(aligned_utf8(pipeline_line, min_lines=3)), True)
+    return draw(encoded_files()), draw(encoded_files()), False
+
+
+# What the pipeline may refuse in a corpus the reader accepts: nothing left to train on, a vocabulary it cannot learn.
+PIPELINE_REFUSALS = ("every training pair was filtered out", "no training pairs left", "SentencePiece cannot train")
+
+
+def test_prepare_data_on_odd_corpora_builds_or_is_a_one_line_error(tmp_path_factory):
+    """The whole pipeline (split, SentencePiece training, encoding): on aligned corpora of a few characters it
+    builds, every time; on odd files it builds or refuses in one line -- the reader's error, or one of the
+    pipeline's own."""
+    outcomes: list[str] = []
+
+    @settings(FUZZ, max_examples=12)
+    @given(files=pipeline_files())
+    def check(files: tuple[bytes, bytes, bool]) -> None:
+        src, tgt, must_build = files
+        folder = _pair_files(tmp_path_factory, src, tgt)
+        cfg = DataConfig(
+            src=str(folder / "a.src"),
+            tgt=str(folder / "a.tgt"),
+            dev_size=1,
+            test_size=1,
+            vocab_size=16,
+            cache_dir=str(folder / "cache"),
+        )
+        expected = _expected_pairs(src, tgt)
+        try:
+            data = prepare_data(cfg, folder / "run")
+        except UserError as err:
+            message = str(err)
+            assert not must_build and "\n" not in message, message
+            allowed = expected if isinstance(expected, list) else map(re.escape, PIPELINE_REFUSALS)
+            assert any(re.search(e, message) for e in allowed), message
+            outcomes.append("refused")
+            return
+        assert isinstance(expected, int) and 1 <= len(data.train) <= expected
+        for i in range(len(data.train)):
+            (ids,) = data.train.sources([i])
+            assert ids[-1] == 3 and all(0 <= t < data.tokenizer.src_vocab_size for t in ids)
+        outcomes.append("built")
+
+    check()
+    assert outcomes.count("built") >= len(outcomes) // 2, outcomes

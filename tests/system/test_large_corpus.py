@@ -3,7 +3,6 @@ prepare of seq2seq.data.pipeline): the same result as the in-memory pipeline on 
 mapped from disk, the tokenizer's seeded sample, the split by hash keeping near-duplicates off both
 sides, and training on it resuming exactly."""
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -11,41 +10,33 @@ import torch
 from conftest import REPO, TOY, TOY_SRC, TOY_TGT
 
 from seq2seq.config import CorpusConfig, DataConfig, load_config
-from seq2seq.data.encoded import EncodedSplit, encode_train
+from seq2seq.data.corpus import make_splits
+from seq2seq.data.encoded import EncodedSplit, encode_eval, encode_train
 from seq2seq.data.hashsplit import first_occurrences
 from seq2seq.data.neardup import NearDuplicateIndex, closest_similarity, similarity
-from seq2seq.data.pipeline import PreparedData, prepare_data, sample_indices
+from seq2seq.data.pipeline import prepare_data, sample_indices
 from seq2seq.data.shards import ShardWriter, write_split
+from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.special import PAD
 from seq2seq.train.trainer import Trainer
 
 SETTINGS = {"dev_size": 100, "test_size": 100, "vocab_size": 1200}
-# sha256 of what prepare_data gave on the toy corpus before the pipeline streamed (pipeline version 3,
-# commit cb47395): its train/dev ids, split texts, tokenizer, test.novelty and corpus sizes (``_digest``).
-BEFORE_STREAMING = {
-    "plain": "656ec8def29677686040291ee633ac3f5824a46adbd97a7f35cd8696e3631cb5",
-    "mixed": "3b7e7e3ace89de6c384b7c4d975cc791426a9eed6ec716af044897e37f34657e",
-}
 
 
 def _config(cache: Path, **overrides) -> DataConfig:
     return DataConfig(src=str(TOY_SRC), tgt=str(TOY_TGT), cache_dir=str(cache), **{**SETTINGS, **overrides})
 
 
-def _digest(data: PreparedData, run_dir: Path) -> str:
-    digest = hashlib.sha256()
-    for split in (data.train, data.dev):
-        for tensor in (split.src_tokens, split.src_offsets, split.tgt_tokens, split.tgt_offsets):
-            digest.update(str(tensor.tolist()).encode())
-    for text in (data.train_text, data.dev_text, data.test_text):
-        digest.update("\n".join(text.src + ["|"] + text.tgt).encode())
-    digest.update(data.tokenizer.src.serialized_model_proto())
-    digest.update((run_dir / "test.novelty").read_bytes())
-    digest.update(str(data.corpus_sizes).encode())
-    return digest.hexdigest()
+def _assert_same_split(got: EncodedSplit, src: list[list[int]], tgt: list[list[int]], name: str) -> None:
+    for key, tensor in EncodedSplit.from_lists(src, tgt).state().items():
+        assert torch.equal(got.state()[key].long(), tensor.long()), f"{name}.{key}"
 
 
-def test_a_small_corpus_gives_what_the_in_memory_pipeline_gave(tmp_path):
+def test_a_small_corpus_gives_what_the_in_memory_pipeline_gives(tmp_path):
+    """The streamed pipeline (pairs spooled to disk, the tokenizer fed from the files, encoding chunk by chunk
+    into shards) against the same steps done in memory at once: the corpus split whole, the tokenizer trained
+    on every training pair (the toy corpus is smaller than data.spm_sample_sentences), each corpus encoded in
+    one call, every test source compared with every training source."""
     plain = _config(tmp_path / "cache")
     reversed_corpus = CorpusConfig("b", str(TOY_TGT), str(TOY_SRC), weight=0.5)
     mixed = DataConfig(
@@ -55,7 +46,32 @@ def test_a_small_corpus_gives_what_the_in_memory_pipeline_gave(tmp_path):
     )
     for name, cfg in (("plain", plain), ("mixed", mixed)):
         run_dir = tmp_path / name
-        assert _digest(prepare_data(cfg, run_dir), run_dir) == BEFORE_STREAMING[name], name
+        data = prepare_data(cfg, run_dir)
+        splits = make_splits(cfg)
+        assert len(splits.train) <= cfg.spm_sample_sentences  # no sample: the tokenizer sees every pair
+        tokenizer = Tokenizer.train(
+            splits.train.src,
+            splits.train.tgt,
+            cfg.vocab_size,
+            cfg.joint_vocab,
+            cfg.spm_model_type,
+            cfg.character_coverage,
+        )
+        assert data.tokenizer.src.serialized_model_proto() == tokenizer.src.serialized_model_proto(), name
+        assert data.tokenizer.tgt.serialized_model_proto() == tokenizer.tgt.serialized_model_proto(), name
+        kept = [
+            encode_train(part, tokenizer, cfg.max_len, cfg.max_ratio, drop_unknown=not corpus.vocab)[0]
+            for part, corpus in zip(splits.train_parts(), cfg.corpus_list(), strict=True)
+        ]
+        assert data.corpus_sizes == [len(k.src_ids) for k in kept] and all(data.corpus_sizes), name
+        train_src = [ids for k in kept for ids in k.src_ids]
+        _assert_same_split(data.train, train_src, [ids for k in kept for ids in k.tgt_ids], f"{name} train")
+        _assert_same_split(data.dev, *encode_eval(splits.dev, tokenizer), f"{name} dev")
+        assert data.train_text.src == [s for k in kept for s in k.text.src], name
+        assert data.train_text.tgt == [t for k in kept for t in k.text.tgt], name
+        assert (data.dev_text, data.test_text) == (splits.dev, splits.test), name
+        novelty = closest_similarity(splits.test.src, data.train_text.src)
+        assert (run_dir / "test.novelty").read_text().split() == [f"{x:.4f}" for x in novelty], name
 
 
 def test_training_data_is_mapped_from_the_shard_files(tmp_path):
@@ -142,7 +158,12 @@ def test_the_tokenizer_learns_from_a_seeded_sample_when_the_corpus_is_larger(tmp
         return prepare_data(cfg).tokenizer.src.serialized_model_proto()
 
     whole = model("whole", 0)
-    assert model("covering", 1786) == whole  # 1786 training pairs: the sample is the corpus
+    report = prepare_data(_config(tmp_path / "whole", spm_sample_sentences=0, split_seed=1)).report
+    # The training pairs the tokenizer learns from: those the split left, before the encoder's filters.
+    pairs = (
+        report["pairs_read"] - report["duplicates_removed"] - report["overlap_removed"] - report["dev"] - report["test"]
+    )
+    assert model("covering", pairs) == whole  # a sample as large as the training split is the whole of it
     assert model("a", 600) == model("b", 600) != whole
 
 

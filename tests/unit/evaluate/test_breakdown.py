@@ -4,9 +4,11 @@ import json
 import shutil
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, write_lines
 
-from seq2seq.data.neardup import closest_similarity
+from seq2seq.cli import main
+from seq2seq.data.corpus import normalize
+from seq2seq.data.neardup import NEAR_DUPLICATE, NOVEL, closest_similarity
 from seq2seq.evaluate.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, bucket_scores
 from seq2seq.evaluate.metrics import corpus_scores
 
@@ -53,3 +55,68 @@ def test_evaluate_reports_novelty_and_length_buckets(toy_run, tmp_path):
     )
     record = json.loads(other.stdout)
     assert "by_novelty" not in record and "by_length" in record
+
+
+def test_bucket_edges_belong_to_the_bucket_above():
+    """[low, high): a similarity of exactly NOVEL is "similar", of exactly NEAR_DUPLICATE "near-duplicate";
+    7 characters start the middle length bucket, 13 the last."""
+    hyps = refs = ["a b c d"] * 6
+    novelty = bucket_scores(
+        hyps, refs, [0.0, NOVEL - 1e-9, NOVEL, NEAR_DUPLICATE - 1e-9, NEAR_DUPLICATE, 1.0], NOVELTY_BUCKETS
+    )
+    assert [b.sentences for b in novelty] == [2, 2, 2]
+    lengths = bucket_scores(hyps, refs, [1, 6, 7, 12, 13, 400], LENGTH_BUCKETS)
+    assert [(b.label, b.sentences) for b in lengths] == [("1-6 chars", 2), ("7-12 chars", 2), ("13+ chars", 2)]
+
+
+def _evaluate_json(capsys, *args: str) -> dict:
+    capsys.readouterr()
+    main(["evaluate", "--json", *args])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_evaluate_bucket_scores_are_those_of_the_bucket_sentences(toy_run, tmp_path, capsys):
+    """evaluate --hyp on the run's test split: each bucket's BLEU and chrF are the corpus scores of the
+    hypotheses of exactly the sentences whose novelty (test.novelty) or normalized length falls in it."""
+    sources = (toy_run / "test.src").read_text(encoding="utf-8").splitlines()
+    references = (toy_run / "test.tgt").read_text(encoding="utf-8").splitlines()
+    novelty = [float(x) for x in (toy_run / "test.novelty").read_text().split()]
+    # Right on every third sentence, a different wrong answer elsewhere: every bucket scores differently.
+    hypotheses = [r if i % 3 == 0 else f"wrong answer {i}" for i, r in enumerate(references)]
+    hyp = write_lines(tmp_path / "hyp.txt", hypotheses)
+    record = _evaluate_json(capsys, "--model", str(toy_run), "--hyp", str(hyp))
+    lengths = [len(normalize(s)) for s in sources]
+    for name, values, buckets in (("by_novelty", novelty, NOVELTY_BUCKETS), ("by_length", lengths, LENGTH_BUCKETS)):
+        expected = []
+        for label, low, high in buckets:
+            chosen = [i for i, v in enumerate(values) if low <= v < high]
+            if chosen:
+                scores = corpus_scores([hypotheses[i] for i in chosen], [references[i] for i in chosen])
+                expected.append(
+                    {
+                        "bucket": label,
+                        "sentences": len(chosen),
+                        "bleu": round(scores.bleu, 2),
+                        "chrf": round(scores.chrf, 2),
+                    }
+                )
+        assert record[name] == expected, name
+        assert len(expected) >= 2 and sum(b["sentences"] for b in expected) == len(references)  # guard: not one bucket
+    assert record["bleu"] == round(corpus_scores(hypotheses, references).bleu, 2)
+
+
+def test_a_test_novelty_of_the_wrong_length_is_not_used(toy_run, tmp_path, capsys):
+    """A test.novelty that does not hold one value per test sentence (a run directory edited by hand, another
+    split's file) gives no novelty buckets, rather than buckets of the wrong sentences; the length buckets stay."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("test.src", "test.tgt", "test.novelty"):  # what evaluate --hyp reads of a run
+        shutil.copy(toy_run / name, run / name)
+    values = (run / "test.novelty").read_text(encoding="utf-8").splitlines()
+    hyp = write_lines(tmp_path / "hyp.txt", (run / "test.tgt").read_text(encoding="utf-8").splitlines())
+    for wrong in (values[:-1], values + ["0.5000"]):
+        write_lines(run / "test.novelty", wrong)
+        record = _evaluate_json(capsys, "--model", str(run), "--hyp", str(hyp))
+        assert "by_novelty" not in record and sum(b["sentences"] for b in record["by_length"]) == len(values)
+    write_lines(run / "test.novelty", values)
+    assert "by_novelty" in _evaluate_json(capsys, "--model", str(run), "--hyp", str(hyp))  # guard: the copy has them

@@ -1,7 +1,7 @@
 """seq2seq.export.ctranslate2: a model exported to CTranslate2 decodes like our own decoder.
 
 The toy run's test split through both engines (float32: the same greedy tokens; beam 4 at
-α = 0: the same best hypothesis), int8 loads and translates, and every model shape we train
+α = 0: the same best hypothesis for every sentence), int8 loads and translates, and every model shape we train
 (pre-norm, separate vocabularies, untied output projection, full-width heads, GELU, and
 MarianMT's SiLU, output bias and <pad> start) exports
 and gives our greedy tokens. The command line: export, translate and evaluate with
@@ -52,7 +52,7 @@ def test_float32_greedy_gives_our_tokens(toy_run, exported):
 
 
 def test_float32_beam4_matches_our_best_hypothesis(toy_run, exported):
-    """Beam 4 at length penalty α = 0: the same best hypothesis on at least 95% of the sentences.
+    """Beam 4 at length penalty α = 0: the same best hypothesis, with the same score, on every test sentence.
 
     Both engines score the 2N best extensions of a sentence's N beams per step, finish a
     hypothesis when <end> is among the top N (the best N others live on), and stop a
@@ -60,8 +60,10 @@ def test_float32_beam4_matches_our_best_hypothesis(toy_run, exported):
     sentences by limit). They part ways in two places: (1) length normalization — ours
     divides by GNMT's ((5 + L) / 6)^α, CTranslate2 by L^α — which agree only at α = 0, so
     the test runs there (at α = 1 the two rank some sentences' hypotheses differently);
-    (2) float rounding: different matmul kernels can reorder two candidates whose scores
-    tie to within rounding, after which the beams follow different paths.
+    (2) float rounding: different matmul kernels could reorder two candidates whose scores
+    tie to within rounding, after which the beams would follow different paths. On the toy
+    model no sentence meets such a tie (docs/benchmarks.md has the figures), so a single
+    difference fails the test; a model that does meet one would need a looser check.
     CTranslate2 also stops a sentence early once its best beam has ended when α = 0, which
     changes nothing: at α = 0 no longer hypothesis can outscore it.
     """
@@ -70,8 +72,9 @@ def test_float32_beam4_matches_our_best_hypothesis(toy_run, exported):
     theirs = CTranslate2Translator(exported["float32"], alpha0, threads=1)
     sources = _test_ids(ours, toy_run)
     mine, other = ours.search(sources, 4, 1), theirs.search(sources, 4, 1)
-    same = sum(a[0].tokens == b[0].tokens for a, b in zip(mine, other, strict=True))
-    assert same >= 0.95 * len(sources)
+    assert len({tuple(h[0].tokens) for h in mine}) > len(sources) // 4  # guard: varied, non-empty outputs
+    assert [h[0].tokens for h in other] == [h[0].tokens for h in mine]
+    assert [h[0].score for h in other] == pytest.approx([h[0].score for h in mine], rel=1e-4, abs=1e-4)
 
 
 def test_int8_loads_and_translates(toy_run, exported):

@@ -8,7 +8,7 @@ import torch
 
 import seq2seq.device as device
 from seq2seq.config import config_from_dict
-from seq2seq.device import available_cpus, decode_precision, resolve_device, resolve_precision
+from seq2seq.device import available_cpus, cpu_has_fast_bf16, decode_precision, resolve_device, resolve_precision
 from seq2seq.errors import UserError
 
 CPU = torch.device("cpu")
@@ -81,3 +81,33 @@ def test_available_cpus_follows_the_affinity_mask(monkeypatch):
     monkeypatch.delattr(os, "process_cpu_count", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert available_cpus() == 1
+
+
+# The parts of /proc/cpuinfo that matter: one "flags" line per core (here two cores, trimmed).
+CPUINFO = """processor\t: {n}
+model name\t: Some CPU with avx512_bf16 in its name
+flags\t\t: fpu sse2 avx2 avx512f avx512bw {extra}
+bugs\t\t: spectre_v1
+
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "fast"),
+    [
+        ("avx512_bf16 avx512_vnni", True),  # Cooper Lake, Zen 4
+        ("amx_tile amx_bf16 amx_int8", True),  # Sapphire Rapids
+        ("avx512_vnni", False),  # AVX-512 without bf16
+        ("", False),
+    ],
+    ids=["avx512-bf16", "amx", "avx512-without-bf16", "none"],
+)
+def test_cpu_has_fast_bf16_reads_the_flags_lines(tmp_path, extra, fast):
+    """Only the flags lines count, not a model name that happens to contain a flag's name."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("".join(CPUINFO.format(n=n, extra=extra) for n in range(2)))
+    assert cpu_has_fast_bf16(cpuinfo) is fast
+
+
+def test_cpu_has_fast_bf16_is_false_without_a_cpuinfo_file(tmp_path):
+    assert cpu_has_fast_bf16(tmp_path / "missing") is False  # macOS, Windows

@@ -8,9 +8,11 @@ tests/fixtures through the repository-relative paths of configs/toy.yaml.
 
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -180,7 +182,7 @@ def test_resume_refuses_a_different_model_config(tmp_path, toy_cache):
 
     Trainer(_toy(tmp_path / "run", toy_cache, "train.max_steps=1", "train.eval_every=1")).fit(quiet=True)
     other = Trainer(_toy(tmp_path / "run", toy_cache, "train.max_steps=2", "model.ffn_dim=96"))
-    with pytest.raises(UserError, match="model"):
+    with pytest.raises(UserError, match=r"was trained with a different 'model' config; resume with the same config"):
         other.fit(quiet=True)
 
 
@@ -259,6 +261,33 @@ def test_a_stop_signal_waits_for_the_update_and_an_ignored_one_stays_ignored():
         signal.signal(signal.SIGINT, previous)
 
 
+STEPS = 100_000
+# The bar on stderr counting a finished step ("… | 1/100000 […]"; tqdm redraws it after "\r").
+A_FINISHED_STEP = re.compile(rf"\b[1-9]\d*/{STEPS}\b")
+
+
+class _Watched:
+    """A process's stderr, read to its end by a thread; ``first_step`` is set once the bar shows a finished
+    step or the stream ended, whichever comes first."""
+
+    def __init__(self, stream) -> None:
+        self.text, self.stepped, self.first_step = "", False, threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        while char := stream.read(1):
+            self.text += char
+            if not self.stepped and char in "]\r\n" and A_FINISHED_STEP.search(self.text[-200:]):
+                self.stepped = True
+                self.first_step.set()
+        self.first_step.set()
+
+    def join(self, timeout: float) -> str:
+        self._thread.join(timeout)
+        return self.text
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C, and kill / a job scheduler
 def test_a_stop_signal_saves_last_checkpoint_and_exits_130(tmp_path, toy_cache, stop):
     run = tmp_path / "run"
@@ -266,7 +295,7 @@ def test_a_stop_signal_saves_last_checkpoint_and_exits_130(tmp_path, toy_cache, 
         sys.executable,
         "-m",
         "seq2seq",
-        *toy_train_args(run, toy_cache, "train.max_steps=100000", "train.eval_every=100000"),
+        *toy_train_args(run, toy_cache, f"train.max_steps={STEPS}", f"train.eval_every={STEPS}"),
     ]
     with subprocess.Popen(
         args,
@@ -278,25 +307,23 @@ def test_a_stop_signal_saves_last_checkpoint_and_exits_130(tmp_path, toy_cache, 
         preexec_fn=_default_stop_signals,  # pytest itself may run with Ctrl-C ignored (started by `cmd &`)
     ) as proc:
         try:
-            for line in proc.stdout:  # "model: ..." is logged just before the loop starts
-                if line.startswith("model:"):
-                    break
-            else:
-                pytest.fail(f"training never started: {proc.stderr.read()}")
-            progress = ""
-            while "1step" not in progress:  # the bar (stderr) shows a finished step: the loop is running
-                char = proc.stderr.read(1)
-                if not char:
-                    pytest.fail(f"training ended before its first step: {progress}")
-                progress += char
+            err = _Watched(proc.stderr)
+            out = []
+            reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+            reader.start()
+            # Minutes at most on a busy machine: the data cache is the session's, the toy model tiny.
+            assert err.first_step.wait(timeout=300), f"no finished step within 300 s: {err.text}"
+            assert err.stepped, f"training ended before its first step: {err.join(10)}"
             proc.send_signal(stop)
-            out, err = proc.communicate(timeout=60)
+            proc.wait(timeout=60)
+            reader.join(timeout=10)
         finally:
             if proc.poll() is None:
                 proc.kill()
-    assert proc.returncode == 130, err
-    assert "interrupted at step" in out
-    assert "Traceback" not in err
+    stderr = err.join(10)
+    assert proc.returncode == 130, stderr
+    assert "interrupted at step" in out[0]
+    assert "Traceback" not in stderr
     state = load_checkpoint(run / "last.pt")
     assert state["progress"]["step"] >= 1
     assert not list(run.glob(".*.tmp"))
