@@ -789,8 +789,7 @@ def test_a_killed_download_leaves_no_corpus_and_the_next_run_resumes(tmp_path: P
 
 # --- The default recipe's corpora, mixed ------------------------------------------------------------
 
-# data.corpora of configs/zh-en.yaml: Tatoeba-full is the eval corpus at weight 1, HSK comes in at 0.1.
-RECIPE = (("tatoeba-full", 1.0, True), ("hsk", 0.1, False))
+RECIPE = REPO / "configs" / "zh-en.yaml"  # its data.corpora: Tatoeba-full (eval) and HSK, with their weights
 
 
 def test_one_epoch_of_the_recipe_holds_every_tatoeba_pair_and_a_tenth_as_many_hsk(tmp_path: Path) -> None:
@@ -808,13 +807,14 @@ def test_one_epoch_of_the_recipe_holds_every_tatoeba_pair_and_a_tenth_as_many_hs
     out = {"tatoeba-full": tmp_path / "full", "hsk": tmp_path / "hsk"}
     assert fd.main(["--corpus", "tatoeba-full", "--local", str(exports), "--out", str(out["tatoeba-full"])]) == 0
     assert fd.main(["--corpus", "hsk", "--local", str(tmp_path / "sentences.json"), "--out", str(out["hsk"])]) == 0
-    corpora = [
-        {"name": name, "src": str(out[name] / "all.zh"), "tgt": str(out[name] / "all.en"), "weight": w, "eval": e}
-        for name, w, e in RECIPE
+    recipe = load_config(RECIPE).data.corpora
+    assert [c.name for c in recipe] == ["tatoeba-full", "hsk"] and recipe[0].eval
+    files = {"src": "all.zh", "tgt": "all.en"}
+    overrides = [
+        f"data.corpora[{i}].{side}={out[c.name] / name}" for i, c in enumerate(recipe) for side, name in files.items()
     ]
-    overrides = ["data.src=null", "data.tgt=null", "data.corpora=" + json.dumps(corpora)]
     overrides += ["data.vocab_size=1200", "data.dev_size=100", "data.test_size=100", f"data.cache_dir={tmp_path / 'c'}"]
-    cfg = load_config(REPO / "configs" / "zh-en.yaml", overrides)
+    cfg = load_config(RECIPE, overrides)
     data = prepare_data(cfg.data)
     mix = CorpusMix.from_config(cfg.data, data.corpus_sizes, cfg.train.seed)
     assert mix is not None
@@ -828,4 +828,5 @@ def test_one_epoch_of_the_recipe_holds_every_tatoeba_pair_and_a_tenth_as_many_hs
         tatoeba = [i for i in served if i < n_tatoeba]
         assert sorted(tatoeba) == list(range(n_tatoeba))  # every eval-corpus training pair, once
         hsk = [i for i in served if i >= n_tatoeba]
-        assert len(hsk) == round(0.1 * n_tatoeba) == len(set(hsk))  # a tenth as many, none twice
+        share = recipe[1].weight / recipe[0].weight
+        assert len(hsk) == round(share * n_tatoeba) == len(set(hsk))  # the recipe's share (a tenth), none twice
