@@ -35,7 +35,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from benchlib import add_common_options, checkpoint_step, machine_info, set_threads, stats, timed, write_report
+from benchlib import (
+    add_common_options,
+    checkpoint_step,
+    machine_info,
+    run_or_exit,
+    set_threads,
+    stats,
+    timed,
+    write_report,
+)
 from torch import Tensor
 
 from seq2seq.data.corpus import read_lines
@@ -258,11 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.sentences < 0 or args.threads < 0 or args.latency_sentences < 0 or min(args.beams) < 1:
         parser.error("--sentences, --threads and --latency-sentences must be >= 0, --beams >= 1")
-    try:
-        report = run(args)
-    except UserError as err:
-        print(f"bench_decode: error: {err}", file=sys.stderr)
-        return 2
+    report = run_or_exit("bench_decode", run, args)
     print_report(report)
     write_report(report, args.out)
     return 0

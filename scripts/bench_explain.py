@@ -13,7 +13,16 @@ import sys
 import time
 from typing import Any
 
-from benchlib import add_common_options, checkpoint_step, machine_info, set_threads, stats, timed, write_report
+from benchlib import (
+    add_common_options,
+    checkpoint_step,
+    machine_info,
+    run_or_exit,
+    set_threads,
+    stats,
+    timed,
+    write_report,
+)
 
 from seq2seq.decode.loader import load_translator
 from seq2seq.device import resolve_device
@@ -70,11 +79,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = run(args)
-    except UserError as err:
-        print(f"bench_explain: error: {err}", file=sys.stderr)
-        return 2
+    report = run_or_exit("bench_explain", run, args)
     build, page, cpu = report["build_s"]["median"], report["page_s"]["median"], report["build_cpu_s"]["median"]
     print(
         f"report of {report['source_pieces']} source pieces: first build {report['first_build_s'] * 1000:.0f} ms, "

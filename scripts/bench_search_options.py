@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import add_common_options, checkpoint_step, machine_info, set_threads, write_report
+from benchlib import add_common_options, checkpoint_step, machine_info, run_or_exit, set_threads, write_report
 
 from seq2seq.data.corpus import read_lines
 from seq2seq.decode.glossary import Glossary
@@ -24,7 +24,6 @@ from seq2seq.decode.loader import load_model
 from seq2seq.decode.search import TokenSampler
 from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.device import resolve_device
-from seq2seq.errors import UserError
 from seq2seq.evaluate.metrics import corpus_scores
 from seq2seq.model.ensemble import Ensemble
 
@@ -106,11 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = run(args)
-    except UserError as err:
-        print(f"bench_search_options: error: {err}", file=sys.stderr)
-        return 2
+    report = run_or_exit("bench_search_options", run, args)
     print(f"{report['sentences']} sentences, median of {report['rounds']} alternating rounds")
     for row in report["rows"]:
         extra = (

@@ -26,6 +26,7 @@ import torch
 
 from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
 from seq2seq.device import available_cpus
+from seq2seq.errors import UserError
 
 REPORTS = Path("runs/bench")
 
@@ -121,6 +122,15 @@ def start_server(model: str, port: int, flags: list[str], threads: int = 0) -> s
             time.sleep(0.3)
     server.kill()
     sys.exit(f"the server did not start ({' '.join(command)})")
+
+
+def run_or_exit(name: str, run: Callable[[argparse.Namespace], dict[str, Any]], args: argparse.Namespace) -> dict:
+    """``run(args)``'s report; a ``UserError`` is the script's one-line error and exit status 2."""
+    try:
+        return run(args)
+    except UserError as err:
+        print(f"{name}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def write_report(report: dict[str, Any], out: Path) -> None:
