@@ -11,6 +11,7 @@ engine. The engines: our own decoder (``seq2seq.decode.torch_engine``) and CTran
 """
 
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -108,7 +109,7 @@ class SearchOptions:
 PLAIN = SearchOptions()  # plain greedy or beam search, which every engine has
 
 
-class Translator:
+class Translator(ABC):
     """A model behind text: its tokenizer, decoding settings and normalizations, and an engine's ``search``.
 
     ``normalize_source`` and ``normalize_target`` are ``source_normalizer(cfg)`` and
@@ -143,22 +144,22 @@ class Translator:
         if missing:
             raise UserError(f"the {cls.engine} engine does not support {', '.join(missing)}; use --engine torch")
 
+    @abstractmethod
     def search(
         self, sources: list[list[int]], beam: int, nbest: int, options: SearchOptions = PLAIN
     ) -> list[list[Hypothesis]]:
         """Hypotheses for id sequences (input order), best first; ``options`` as in
         ``seq2seq.decode.batched.search_ids``, for an engine that has their capabilities."""
-        raise NotImplementedError
 
     def score(self, sentences: list[str], references: list[str]) -> list[ForcedScore]:
         """Forced decoding: each reference's log-probability given its sentence."""
         self.require(scoring=True)
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} declares scoring but does not implement score")
 
     def attention(self, source: str, tokens: list[int]) -> SentenceAttention:
         """All attention weights for ``source`` and its translation ``tokens`` (ids without <start>/<end>)."""
         self.require(attention=True)
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} declares attention but does not implement it")
 
     def encode(self, text: str) -> list[int]:
         """Normalized source ids ``x… <end>``, truncated (with a warning) to what the model can read."""
