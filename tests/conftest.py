@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -459,3 +460,27 @@ def marian_dir(tmp_path_factory, toy_pairs) -> Path:
         str(spm_dir / "source.spm"), str(spm_dir / "target.spm"), str(spm_dir / "vocab.json")
     ).save_pretrained(str(out))
     return out
+
+
+# --- A real browser ------------------------------------------------------------------------------
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium through Debian's chromedriver; CI installs both (.ci/run), so there a missing one fails."""
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if shutil.which(path) is None]
+    if missing:
+        message = f"{' and '.join(missing)} not installed (Debian: apt-get install chromium chromium-driver)"
+        pytest.fail(message) if os.environ.get("CI") == "true" else pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()

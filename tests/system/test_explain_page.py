@@ -11,7 +11,6 @@ import urllib.parse
 
 import torch
 from conftest import serve_process
-from test_page import browser  # noqa: F401  (the fixture, one home: tests/system/test_page.py)
 
 from seq2seq.decode.loader import load_translator
 from seq2seq.explain.page import render_page
@@ -63,7 +62,7 @@ def _screenshot(driver, path) -> None:
     print(f"screenshot: {path}")
 
 
-def test_the_report_file_draws_every_section(browser, toy_run, tmp_path):  # noqa: F811
+def test_the_report_file_draws_every_section(browser, toy_run, tmp_path):
     translator = load_translator([toy_run], torch.device("cpu"), precision="float32")
     report = explain(translator, SENTENCE, REF)
     page = tmp_path / "explain.html"
@@ -75,7 +74,7 @@ def test_the_report_file_draws_every_section(browser, toy_run, tmp_path):  # noq
     _screenshot(browser, tmp_path / "explain-file.png")
 
 
-def test_serve_explain_draws_every_section(browser, toy_run, tmp_path):  # noqa: F811
+def test_serve_explain_draws_every_section(browser, toy_run, tmp_path):
     with serve_process(toy_run) as (_process, url):
         query = urllib.parse.urlencode({"text": SENTENCE, "ref": REF, "layer": 1, "head": 3})
         browser.get(f"{url}/explain?{query}")

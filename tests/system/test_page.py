@@ -10,32 +10,10 @@ CI installs ``chromium`` and ``chromium-driver`` (.ci/run): there a missing brow
 elsewhere it is skipped.
 """
 
-import os
-import shutil
-
 import pytest
 from conftest import serve_process
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 MAX_CHARS = 40
-
-
-@pytest.fixture(scope="module")
-def browser():
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if shutil.which(path) is None]
-    if missing:
-        message = f"{' and '.join(missing)} not installed (Debian: apt-get install chromium chromium-driver)"
-        pytest.fail(message) if os.environ.get("CI") == "true" else pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 @pytest.fixture(scope="module")
