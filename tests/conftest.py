@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.corpus import normalize, read_pair_files
+from seq2seq.decode.translator import PLAIN, Hypothesis, SearchOptions, Translator
 from seq2seq.model.layers import DecoderCache
 from seq2seq.model.transformer import Transformer
 from seq2seq.special import BOS as START
@@ -38,6 +39,18 @@ torch.set_num_threads(1)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # the bench scripts' shared helpers
 from benchlib import free_port  # noqa: E402  (one home, for the scripts and the tests)
+
+
+class Tensorless(Translator):
+    """An engine that is not ours: no tensors to explain, and a search that finds nothing.
+    Built with ``Tensorless.__new__(Tensorless)``: the refusals under test come before any model."""
+
+    engine = "other"
+
+    def search(
+        self, sources: list[list[int]], beam: int, nbest: int, options: SearchOptions = PLAIN
+    ) -> list[list[Hypothesis]]:
+        return [[] for _ in sources]
 
 
 def build_tiny_model(seed: int = 0, src_vocab: int = VOCAB, tgt_vocab: int = VOCAB, **overrides) -> Transformer:

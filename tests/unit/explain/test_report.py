@@ -9,11 +9,10 @@ import re
 
 import pytest
 import torch
-from conftest import END, START, build_tiny_model
+from conftest import END, START, Tensorless, build_tiny_model
 
 from seq2seq.config import DecodeConfig
 from seq2seq.decode.torch_engine import TorchTranslator
-from seq2seq.decode.translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.explain.page import render_page
 from seq2seq.explain.report import SECTIONS, Labels, build_report, explain
@@ -71,11 +70,8 @@ def test_the_page_carries_the_report_and_fetches_nothing(report):
 
 
 def test_an_engine_without_tensors_is_refused():
-    class NoTensors(Translator):
-        engine = "other"
-
     with pytest.raises(UserError, match="the other engine does not support explain; use --engine torch"):
-        explain(NoTensors.__new__(NoTensors), "今天天气很好。")
+        explain(Tensorless.__new__(Tensorless), "今天天气很好。")
 
 
 def test_an_ensemble_and_an_empty_sentence_are_user_errors():

@@ -7,11 +7,11 @@ import re
 
 import pytest
 import torch
+from conftest import Tensorless
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from seq2seq.decode.loader import load_translator
-from seq2seq.decode.translator import Translator
 from seq2seq.explain.report import SECTIONS, explain
 from seq2seq.explain.routes import add_explain_routes
 from seq2seq.serve.app import RequestLimits, create_app
@@ -62,11 +62,8 @@ def test_bad_requests_are_json_errors(served):
 
 
 def test_an_engine_without_tensors_is_a_422():
-    class NoTensors(Translator):
-        engine = "other"
-
     app = FastAPI()
-    add_explain_routes(app, NoTensors.__new__(NoTensors), max_chars=100)
+    add_explain_routes(app, Tensorless.__new__(Tensorless), max_chars=100)
     response = TestClient(app).get("/explain.json", params={"text": SENTENCE})
     assert response.status_code == 422
     assert response.json() == {"error": "the other engine does not support explain; use --engine torch"}

@@ -329,7 +329,8 @@ def test_past_the_queue_cap_a_503_with_retry_after_and_health_is_not_ready(gate)
         assert [f.result(timeout=60).status_code for f in [first, *waiting]] == [200, 200, 200]
         health = client.get("/health")
         assert health.status_code == 200 and health.json()["ready"] is True
-    assert gate.batches == [["你好。"], SENTENCES[:2]]  # the refused one never reached the model
+    first_batch, second_batch = gate.batches  # the two that waited arrive in either order; the refused one never
+    assert first_batch == ["你好。"] and sorted(second_batch) == sorted(SENTENCES[:2])  # reached the model
 
 
 @pytest.mark.parametrize(
@@ -572,7 +573,7 @@ def test_a_public_address_needs_a_key_or_insecure(monkeypatch, capsys, tmp_path)
 # -- fuzzing: random JSON bodies and raw bytes are answered, never with a server error -----------------
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
