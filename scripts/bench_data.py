@@ -11,7 +11,7 @@ filtering on every core, ``seq2seq.data.hashsplit``) report separately: the larg
 time includes theirs. The build's own report gives the seconds of each stage.
 
     python scripts/bench_data.py --pairs 24000 1000000 --out docs/bench_data.json
-    python scripts/bench_data.py --pairs 2000 --config configs/toy.yaml --train-steps 3  # quick
+    python scripts/bench_data.py --pairs 2000 --config toy --train-steps 3  # quick
 """
 
 import argparse

@@ -54,9 +54,7 @@ def train_argv(run_dir: Path, cache_dir: Path, steps: int, eval_every: int) -> l
         "train.average_last=2",
         "train.best_metric=loss",  # improves at every early validation: best.pt is written each time
     ]
-    return ["train", "--config", str(REPO / "configs/toy.yaml"), "--device", "cpu"] + [
-        arg for setting in settings for arg in ("--set", setting)
-    ]
+    return ["train", "--config", "toy", "--device", "cpu"] + [arg for setting in settings for arg in ("--set", setting)]
 
 
 def save_key(state: dict, path: Path) -> str:

@@ -1,7 +1,7 @@
 """A test set that none of several trained recipes saw: a run's test split minus every pair whose source
 occurs among another recipe's training sources, for comparing recipes on sentences neither trained on.
 
-    python scripts/unseen_test.py --run runs/zh-en --trained configs/zh-en.yaml configs/zh-en-24k.yaml \\
+    python scripts/unseen_test.py --run runs/zh-en --trained zh-en zh-en-24k \\
         --out runs/unseen
 
 Sources are compared as the pipeline stores them (normalized, in the script ``data.src_script`` asks
@@ -41,7 +41,9 @@ def write(out: Path, name: str, src: list[str], tgt: list[str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, help="run directory whose test split is filtered")
-    parser.add_argument("--trained", nargs="+", required=True, help="configs of every recipe compared")
+    parser.add_argument(
+        "--trained", nargs="+", required=True, help="configs (files or recipe names) of every recipe compared"
+    )
     parser.add_argument("--out", type=Path, required=True, help="directory for the filtered test files")
     args = parser.parse_args()
     try:

@@ -1,7 +1,7 @@
 """Typed, frozen, nested configuration loaded from YAML.
 
 ``Config`` holds five sections (model, data, train, decode, eval). Every key has its
-default next to it; ``configs/zh-en.yaml`` documents each, docs/own-data.md says why the
+default next to it; the ``zh-en`` recipe (``seq2seq/recipes/zh-en.yaml``) documents each, docs/own-data.md says why the
 defaults are what they are. Unknown keys, wrong types and impossible values raise
 ``UserError`` naming the file, the key and a fix. ``--set`` overrides one key, or one field
 of a list entry (``data.corpora[1].weight=0.5``).
@@ -22,9 +22,10 @@ import yaml
 
 from seq2seq.atomic import write_text_atomically
 from seq2seq.errors import UserError
+from seq2seq.recipe import DEFAULT_RECIPE, find_config
 from seq2seq.special import BOS, PAD
 
-DEFAULT_CONFIG = "configs/zh-en.yaml"
+DEFAULT_CONFIG = DEFAULT_RECIPE
 _LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*")  # ISO 639 with BCP 47 subtags: zh, zh-Hant
 
 
@@ -437,11 +438,9 @@ def config_from_dict(raw: dict[str, Any], where: str, overrides: list[str] = ())
     return cfg
 
 
-def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
-    """Read a YAML config file (safe_load) and apply ``--set`` overrides."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"config file {path} not found; see configs/ for examples")
+def load_config(config: str | Path, overrides: list[str] = ()) -> Config:
+    """Read a YAML config file or packaged recipe (``seq2seq.recipes``; safe_load) and apply ``--set`` overrides."""
+    path = find_config(config)
     try:
         raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as err:

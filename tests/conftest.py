@@ -249,7 +249,7 @@ def toy_pairs() -> tuple[list[str], list[str]]:
 # --- The command line -------------------------------------------------------------------------
 
 REPO = Path(__file__).resolve().parent.parent
-TOY = "configs/toy.yaml"  # relative to REPO, like the corpus paths inside it
+TOY = "seq2seq/recipes/toy.yaml"  # the toy recipe, relative to REPO like the corpus paths inside it
 # One thread per subprocess: on a shared 2-core machine OpenMP threads spinning against each other cost more
 # than they give on toy sizes.
 CLI_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

@@ -13,8 +13,25 @@ from seq2seq.device import DECODE_PRECISIONS, resolve_device
 from seq2seq.errors import UserError
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that ends each option's line with its default, unless the text already says it or there is none
+    worth saying (None, off, an empty list): ``--beam`` says "default from the model's config" itself."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text, default = action.help or "", action.default
+        unset = default is None or default is False or default is argparse.SUPPRESS or default == []
+        if unset or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (``seq2seq: error: …``) and exit 2, like every other error."""
+    """An argument parser whose errors are one line (``seq2seq: error: …``) and exit 2, like every other error,
+    and whose help shows each option's default."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 (argparse's own signature)
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"seq2seq: error: {message} (see {self.prog} --help)", file=sys.stderr)
@@ -44,13 +61,15 @@ def positive_float(text: str) -> float:
 
 
 def default_run_dir() -> str:
-    """The run directory of the default recipe, for translate/evaluate (``runs/zh-en`` away from the repository)."""
-    return load_config(DEFAULT_CONFIG).train.run_dir if Path(DEFAULT_CONFIG).is_file() else "runs/zh-en"
+    """The run directory of the default recipe, for translate/evaluate."""
+    return load_config(DEFAULT_CONFIG).train.run_dir
 
 
 def add_config(p: argparse.ArgumentParser) -> None:
     """--config and --set SECTION.KEY=VALUE: the run a verb works on (train, prepare)."""
-    p.add_argument("--config", default=DEFAULT_CONFIG, help="YAML config (default: %(default)s)")
+    p.add_argument(
+        "--config", default=DEFAULT_CONFIG, help="a YAML file, or a packaged recipe's name (seq2seq recipes lists them)"
+    )
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override one config key")
 
 

@@ -35,7 +35,15 @@ from seq2seq.evaluate.metrics import DEFAULT_TOKENIZER, bleu_metric, configured_
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="score translations with BLEU/chrF (default: the run's test split)")
+    p = sub.add_parser(
+        "evaluate",
+        help="score translations with BLEU/chrF (default: the run's test split)",
+        description="BLEU and chrF of a model, or of a translation file (--hyp), on a test set, by bucket. "
+        "Comparing systems has one way: --compare RUN RUN... (each run translates the test set) or several "
+        "--hyp files, on the same references: each system's BLEU, chrF and chrF++ with a 95% interval, and "
+        "paired tests (bootstrap resampling, approximate randomization) of its difference from the first, the "
+        "baseline.",
+    )
     add_models(p)
     p.add_argument("--src", help="source file (default: the run's test.src)")
     p.add_argument(
@@ -45,7 +53,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="reference file (default: the run's test.tgt); again for more references of the same sentences",
     )
     p.add_argument(
-        "--hyp", action="append", default=[], help="score this translation file instead of translating (twice: compare)"
+        "--hyp",
+        action="append",
+        default=[],
+        help="score this translation file instead of translating; several: compare them (the first: the baseline)",
     )
     p.add_argument(
         "--compare", nargs="+", metavar="RUN", help="translate with each run and compare them (the first: the baseline)"

@@ -11,8 +11,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export", help="convert a trained model for another inference engine (CTranslate2, transformers' MarianMT)"
     )
-    p.add_argument("path", nargs="?", help="run directory or checkpoint file (the same as --model)")
     p.add_argument("--model", help="run directory or checkpoint file")
+    p.add_argument("path", nargs="?", metavar="MODEL", help="an alias of --model (seq2seq export RUN_DIR --out DIR)")
     p.add_argument(
         "--to",
         choices=["ctranslate2", "transformers"],

@@ -19,7 +19,7 @@ def test_bench_train_reports_every_row(tmp_path, toy_cache):
     done = _run(
         "scripts/bench_train.py",
         "--config",
-        "configs/toy.yaml",
+        "toy",
         "--set",
         cache,
         "--set",
@@ -68,9 +68,7 @@ def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
 def test_profile_step_splits_the_time_of_every_precision(tmp_path, toy_cache):
     out = tmp_path / "profile.json"
     cache = f"data.cache_dir={toy_cache}"
-    done = _run(
-        "scripts/profile_step.py", "--config", "configs/toy.yaml", "--set", cache, "--steps", "2", "--out", str(out)
-    )
+    done = _run("scripts/profile_step.py", "--config", "toy", "--set", cache, "--steps", "2", "--out", str(out))
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     for precision in ("float32", "bf16-autocast", "bf16"):
@@ -98,7 +96,7 @@ def test_bench_serve_reports_every_level(tmp_path, toy_run):
 
 def test_bench_data_reports_prepare_and_training_memory(tmp_path):
     out = tmp_path / "data.json"
-    toy = ("--config", "configs/toy.yaml", "--src", "tests/fixtures/toy.zh", "--tgt", "tests/fixtures/toy.en")
+    toy = ("--config", "toy", "--src", "tests/fixtures/toy.zh", "--tgt", "tests/fixtures/toy.en")
     sizes = ("--pairs", "1500", "--train-steps", "2", "--workdir", str(tmp_path))
     done = _run("scripts/bench_data.py", *toy, *sizes, "--out", str(out))
     assert done.returncode == 0, done.stderr

@@ -27,7 +27,7 @@ def test_prepare_prints_the_data_report(tmp_path):
     for key in ("pairs_read", "train", "dev", "test", "src_vocab", "padding_fraction", "batches_per_epoch"):
         assert key in report, key
     assert report["pairs_read"] == 2000  # the toy fixture corpus
-    assert report["dev"] == report["test"] == 100  # configs/toy.yaml: dev_size, test_size
+    assert report["dev"] == report["test"] == 100  # the toy recipe: dev_size, test_size
     assert 0 < report["train"] <= report["pairs_read"] - report["dev"] - report["test"]
     assert report["src_vocab"] > 0
     assert 0 <= report["padding_fraction"] < 0.1  # length bucketing keeps padding small

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import END, PAD, VOCAB, build_tiny_model, random_batch, run_torchrun, toy_train_args
+from conftest import END, PAD, TOY, VOCAB, build_tiny_model, random_batch, run_torchrun, toy_train_args
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from seq2seq.checkpoint import load_checkpoint
@@ -100,7 +100,7 @@ def test_fused_loss_matches_cross_entropy(smoothing):
 
 def _toy(tmp_path: Path, run: str, *overrides: str):
     return load_config(
-        str(REPO / "configs/toy.yaml"),
+        str(REPO / TOY),
         [f"train.run_dir={tmp_path / run}", f"data.cache_dir={tmp_path / 'cache'}", "train.device=cuda", *overrides],
     )
 

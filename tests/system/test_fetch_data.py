@@ -789,7 +789,7 @@ def test_a_killed_download_leaves_no_corpus_and_the_next_run_resumes(tmp_path: P
 
 # --- The default recipe's corpora, mixed ------------------------------------------------------------
 
-RECIPE = REPO / "configs" / "zh-en.yaml"  # its data.corpora: Tatoeba-full (eval) and HSK, with their weights
+RECIPE = REPO / "seq2seq" / "recipes" / "zh-en.yaml"  # data.corpora: Tatoeba-full (eval) and HSK, weighted
 
 
 def test_one_epoch_of_the_recipe_holds_every_tatoeba_pair_and_a_tenth_as_many_hsk(tmp_path: Path) -> None:

@@ -266,8 +266,8 @@ def test_non_mapping_top_level_is_a_user_error(tmp_path):
         load_config(_write(tmp_path, "- data\n- train\n"))
 
 
-# --- the shipped configs -----------------------------------------------------------------------
-CONFIGS = REPO / "configs"
+# --- the recipes -------------------------------------------------------------------------------
+CONFIGS = REPO / "seq2seq" / "recipes"
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in CONFIGS.glob("*.yaml")))
@@ -276,7 +276,7 @@ def test_shipped_configs_load(name):
 
 
 def test_en_zh_is_the_recipe_turned_round():
-    """configs/en-zh.yaml: the recipe's corpus the other way round, at the recipe's sizes and budget."""
+    """The en-zh recipe: the zh-en recipe's corpus the other way round, at the recipe's sizes and budget."""
     en_zh, zh_en = load_config(CONFIGS / "en-zh.yaml"), load_config(CONFIGS / "zh-en.yaml")
     sizes = lambda c: (  # noqa: E731
         dataclasses.replace(c.model, dropout=0.0),
@@ -294,7 +294,7 @@ def test_en_zh_is_the_recipe_turned_round():
 
 
 def test_the_recipe_sets_and_explains_every_key():
-    """configs/zh-en.yaml is the reference: every setting appears in it, under its section, with a comment."""
+    """The zh-en recipe is the reference: every setting appears in it, under its section, with a comment."""
     lines = (CONFIGS / "zh-en.yaml").read_text(encoding="utf-8").splitlines()
     starts = [i for i, line in enumerate(lines) if line and not line.startswith((" ", "#"))] + [len(lines)]
     for section in fields(Config):

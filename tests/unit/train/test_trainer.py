@@ -3,7 +3,7 @@ resume continues exactly, the run directory holds everything, the schedule has
 the right shape, config errors are one line, and the verbs work end to end.
 
 Everything writes under pytest's tmp directories; the toy corpus is read from
-tests/fixtures through the repository-relative paths of configs/toy.yaml.
+tests/fixtures through the repository-relative paths of the toy recipe.
 """
 
 import math
