@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 # The CPU build of torch; override (e.g. TORCH=torch) for a CUDA machine. Named again on the extras' line, so
 # that resolving them (transformers) never swaps it for another build.
 TORCH ?= torch==2.13.0
-# Where scripts/fetch_data.py takes each corpus from; empty = download it (data/README.md).
+# Where seq2seq fetch takes each corpus from; empty = download it (data/README.md).
 SEQ2SEQ_DATA_LOCAL ?= $(wildcard ../shared/data/tatoeba-cmn-eng)
 SEQ2SEQ_TATOEBA_FULL_LOCAL ?= $(wildcard ../shared/data/tatoeba-cmn-eng-full)
 SEQ2SEQ_HSK_LOCAL ?= $(wildcard ../shared/data/hsk-zh-en)
@@ -36,20 +36,20 @@ $(BIN)/.dev: $(BIN)/.runtime
 	touch $@
 
 data/tatoeba-cmn-eng/all.zh: | $(BIN)/.runtime
-	SEQ2SEQ_DATA_LOCAL="$(SEQ2SEQ_DATA_LOCAL)" $(BIN)/python scripts/fetch_data.py $(FETCH_FLAGS)
+	SEQ2SEQ_DATA_LOCAL="$(SEQ2SEQ_DATA_LOCAL)" $(BIN)/seq2seq fetch $(FETCH_FLAGS)
 
 data/tatoeba-cmn-eng-full/all.zh: | $(BIN)/.runtime
-	SEQ2SEQ_TATOEBA_FULL_LOCAL="$(SEQ2SEQ_TATOEBA_FULL_LOCAL)" $(BIN)/python scripts/fetch_data.py --corpus tatoeba-full $(FETCH_FLAGS)
+	SEQ2SEQ_TATOEBA_FULL_LOCAL="$(SEQ2SEQ_TATOEBA_FULL_LOCAL)" $(BIN)/seq2seq fetch --corpus tatoeba-full $(FETCH_FLAGS)
 
 data/hsk-zh-en/all.zh: | $(BIN)/.runtime
-	SEQ2SEQ_HSK_LOCAL="$(SEQ2SEQ_HSK_LOCAL)" $(BIN)/python scripts/fetch_data.py --corpus hsk $(FETCH_FLAGS)
+	SEQ2SEQ_HSK_LOCAL="$(SEQ2SEQ_HSK_LOCAL)" $(BIN)/seq2seq fetch --corpus hsk $(FETCH_FLAGS)
 
 # The default recipe reads Tatoeba-full and HSK; the 24k recipe and the CC-CEDICT one read tatoeba-cmn-eng.
 data: data/tatoeba-cmn-eng-full/all.zh data/hsk-zh-en/all.zh data/tatoeba-cmn-eng/all.zh
 
 data/cedict/all.zh: | $(BIN)/.runtime
 	$(BIN)/python -m pip install -q -e ".[lexicon]" "$(TORCH)"
-	$(BIN)/python scripts/fetch_data.py --lexicon cedict
+	$(BIN)/seq2seq fetch --lexicon cedict
 
 lexicon: data/cedict/all.zh
 

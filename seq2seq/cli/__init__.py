@@ -6,11 +6,11 @@ import argparse
 import sys
 
 from seq2seq import __version__
-from seq2seq.cli import evaluate, explain, export, init, prepare, recipes, score, serve, train, translate
+from seq2seq.cli import evaluate, explain, export, fetch, init, prepare, recipes, score, serve, train, translate
 from seq2seq.cli.common import Parser
 from seq2seq.errors import UserError
 
-VERBS = (recipes, init, train, prepare, translate, score, evaluate, export, serve, explain)
+VERBS = (recipes, init, fetch, train, prepare, translate, score, evaluate, export, serve, explain)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -40,7 +40,7 @@ def _file_digest(path: str | None, digest: "hashlib._Hash", key: str) -> None:
                 digest.update(chunk)
     except OSError:
         raise UserError(
-            f"{key}: file {path} not found or unreadable; fetch it with scripts/fetch_data.py or fix the path"
+            f"{key}: file {path} not found or unreadable; fetch it with seq2seq fetch or fix the path"
         ) from None
 
 

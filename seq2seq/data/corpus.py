@@ -54,7 +54,7 @@ def _lines(path: str | Path, key: str) -> Iterator[str]:
     """The lines of a UTF-8 text file, one at a time; ``key`` names the config key in errors."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{key}: file {path} not found (fetch it with scripts/fetch_data.py or fix the path)")
+        raise UserError(f"{key}: file {path} not found (fetch it with seq2seq fetch or fix the path)")
     number = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):  # noqa: B007 (read after the loop: the line count)

@@ -1,7 +1,7 @@
-"""Tests for scripts/fetch_data.py and scripts/safe_download.py: local copies, TSV/zip conversion, env var,
-idempotency, errors; Tatoeba's exports and the HSK sentences on fixtures; downloads from a loopback server
-that drops connections, ignores ranges, serves a wrong file or is left mid-file by a killed fetch; and the
-proportions of one epoch of the default recipe's mixed corpora.
+"""Tests for ``seq2seq fetch`` (seq2seq/data/fetch.py) and seq2seq/data/download.py: local copies, TSV/zip
+conversion, env var, idempotency, errors; Tatoeba's exports and the HSK sentences on fixtures; downloads from a
+loopback server that drops connections, ignores ranges, serves a wrong file or is left mid-file by a killed
+fetch; and the proportions of one epoch of the default recipe's mixed corpora.
 
 No test reaches the network: an autouse fixture makes ``urllib.request.urlopen`` refuse every host but
 127.0.0.1, and every subprocess run passes ``--local`` or a loopback ``--mirror``.
@@ -10,9 +10,9 @@ No test reaches the network: an autouse fixture makes ``urllib.request.urlopen``
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -29,35 +29,34 @@ import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
 from conftest import TOY_SRC, TOY_TGT
 
+import seq2seq.data.fetch as fd
+from seq2seq.cli import main as cli_main
 from seq2seq.config import load_config
+from seq2seq.data import download as safe_download
 from seq2seq.data.batching import BucketSampler
 from seq2seq.data.corpus import read_pair_files
 from seq2seq.data.mixing import CorpusMix
 from seq2seq.data.pipeline import prepare_data
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "fetch_data.py"
 SHARED = REPO.parent / "shared" / "data"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fetch_data", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fetch_data"] = module
-    spec.loader.exec_module(module)
-    return module
+def fetch_main(argv: list[str]) -> int:
+    """``seq2seq fetch ARGV`` in this process; its exit status."""
+    try:
+        cli_main(["fetch", *argv])
+    except SystemExit as done:
+        return int(done.code)
+    return 0
 
-
-fd = _load()
-import safe_download  # noqa: E402  (on sys.path once fetch_data is loaded: it sits beside it)
 
 FAST = safe_download.Retry(attempts=3, backoff_s=0.0, timeout_s=10.0)  # retries without waiting
 
@@ -102,11 +101,15 @@ TSV = (
 
 
 def run_script(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in fd.LOCAL_ENV.values()}
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60, check=False
-    )
+    """``seq2seq fetch ARGS`` in this process (the command line's own error handling, without an interpreter
+    start: the killed-download test below runs the real process), the local-copy variables unset but for
+    ``env_extra``; its exit status and output as a finished process would have them."""
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, env_extra or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for name in set(fd.LOCAL_ENV.values()) - set(env_extra or {}):
+            os.environ.pop(name, None)
+        status = fetch_main(list(args))
+    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
 
 
 def leftovers(parent: Path) -> list[str]:
@@ -172,7 +175,7 @@ def test_env_var_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     src = tiny_dir(tmp_path)
     out = tmp_path / "out"
     monkeypatch.setenv(fd.ENV_VAR, str(src))  # urlopen still raises: a download would fail the test
-    assert fd.main(["--out", str(out)]) == 0
+    assert fetch_main(["--out", str(out)]) == 0
     assert (out / "all.zh").read_bytes() == (src / "all.zh").read_bytes()
     assert f"local directory {src}" in capsys.readouterr().out
 
@@ -196,7 +199,7 @@ def test_download_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
 
     monkeypatch.setattr(urllib.request, "urlopen", fail)
     args = ["--out", str(tmp_path / "out"), "--downloads", str(tmp_path / "dl"), "--allow-unpinned", "--retries", "1"]
-    assert fd.main(args) == 2
+    assert fetch_main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and fd.URL in err and "no route to host" in err and "--local" in err
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
@@ -208,7 +211,7 @@ def test_unpinned_download_is_refused_before_any_request(
     for corpus, mirror in (("tatoeba", f"{loopback.url}/anki"), ("tatoeba-full", f"{loopback.url}/exports")):
         out = tmp_path / corpus
         args = ["--corpus", corpus, "--out", str(out), "--downloads", str(tmp_path / "dl"), "--mirror", mirror]
-        assert fd.main(args) == 2
+        assert fetch_main(args) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "no pinned sha256" in err and "--allow-unpinned" in err and mirror in err
         assert not out.exists()
@@ -267,7 +270,7 @@ def test_missing_local_path(tmp_path: Path, via: str) -> None:
 def test_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tsv = tmp_path / "cmn.txt"
     tsv.write_bytes("Hi.\t嗨。\n".encode("gb18030"))
-    assert fd.main(["--local", str(tsv), "--out", str(tmp_path / "out")]) == 2
+    assert fetch_main(["--local", str(tsv), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not UTF-8" in err and str(tsv) in err
 
@@ -336,7 +339,7 @@ def test_fetch_lexicon_writes_aligned_pairs_and_attribution(tmp_path, capsys):
     source = tmp_path / "cedict.txt.gz"
     source.write_bytes(gzip.compress(CEDICT.encode()))
     out = tmp_path / "cedict"
-    assert fd.main(["--lexicon", "cedict", "--local", str(source), "--out", str(out)]) == 0
+    assert fetch_main(["--lexicon", "cedict", "--local", str(source), "--out", str(out)]) == 0
     zh = (out / "all.zh").read_text(encoding="utf-8").splitlines()
     en = (out / "all.en").read_text(encoding="utf-8").splitlines()
     assert list(zip(zh, en, strict=True)) == fd.cedict_pairs(CEDICT.splitlines())[0]
@@ -547,7 +550,7 @@ def corpus_lines(out: Path) -> tuple[list[str], list[str], list[str]]:
 def test_tatoeba_full_from_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_exports(tmp_path / "exports")
     out = tmp_path / "full"
-    assert fd.main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(out)]) == 0
+    assert fetch_main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(out)]) == 0
     assert corpus_lines(out) == (EXPECTED_ZH, EXPECTED_EN, EXPECTED_CREDITS)  # ordered by Chinese, then English id
     summary = capsys.readouterr().out
     assert summary.count("\n") == 1
@@ -565,7 +568,7 @@ def test_tatoeba_full_from_plain_exports_given_as_files(tmp_path: Path) -> None:
     files = write_exports(tmp_path / "exports", detailed=False, compress=False)
     out = tmp_path / "full"
     local = [arg for name in files for arg in ("--local", str(tmp_path / "exports" / name))]
-    assert fd.main(["--corpus", "tatoeba-full", *local, "--out", str(out)]) == 0
+    assert fetch_main(["--corpus", "tatoeba-full", *local, "--out", str(out)]) == 0
     zh, en, credits = corpus_lines(out)
     assert (zh, en) == (EXPECTED_ZH, EXPECTED_EN)
     assert credits == [c.replace(" (CK)", "").replace(" (sysko)", "").replace(" (fu)", "") for c in EXPECTED_CREDITS]
@@ -590,9 +593,9 @@ def test_tatoeba_full_export_errors_are_one_line(tmp_path: Path) -> None:
 def test_tatoeba_full_copies_a_built_corpus_and_checks_its_digests(tmp_path: Path) -> None:
     write_exports(tmp_path / "exports")
     built = tmp_path / "built"
-    assert fd.main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(built)]) == 0
+    assert fetch_main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(built)]) == 0
     copy = tmp_path / "copy"
-    assert fd.main(["--corpus", "tatoeba-full", "--local", str(built), "--out", str(copy)]) == 0
+    assert fetch_main(["--corpus", "tatoeba-full", "--local", str(built), "--out", str(copy)]) == 0
     for name in (*fd.ALIGNED, "README.md"):
         assert (copy / name).read_bytes() == (built / name).read_bytes()
     (built / "all.en").write_text("\n".join(EXPECTED_EN).replace("world", "word") + "\n", encoding="utf-8")
@@ -616,7 +619,7 @@ def test_copy_of_the_shared_corpora(tmp_path: Path, corpus: str, pairs: int, zh_
         pytest.skip(f"shared corpus copy {SHARED / corpus} is absent")
     flag = "tatoeba-full" if corpus.startswith("tatoeba") else "hsk"
     out = tmp_path / corpus
-    assert fd.main(["--corpus", flag, "--local", str(SHARED / corpus), "--out", str(out)]) == 0
+    assert fetch_main(["--corpus", flag, "--local", str(SHARED / corpus), "--out", str(out)]) == 0
     assert fd.complete_pairs(out) == pairs and fd.sha256(out / "all.zh") == zh_digest
 
 
@@ -626,18 +629,19 @@ def test_exclude_drops_pairs_sharing_a_side_after_normalization(tmp_path: Path, 
     chinese.write_text("我们试试看\n", encoding="utf-8")  # simplified, unpunctuated: matches both scripts' lines
     out = tmp_path / "full"
     args = ["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(out)]
-    assert fd.main([*args, "--exclude", str(chinese)]) == 0
+    assert fetch_main([*args, "--exclude", str(chinese)]) == 0
     assert corpus_lines(out) == (EXPECTED_ZH[2:], EXPECTED_EN[2:], EXPECTED_CREDITS[2:])
     assert "2 pairs sharing a side with --exclude dropped" in capsys.readouterr().out
     assert "2 pairs sharing a side with 1 Chinese and 0 English sentences" in (out / "README.md").read_text("utf-8")
 
     full = tmp_path / "unfiltered"
-    assert fd.main([*args[:-1], str(full)]) == 0
+    assert fetch_main([*args[:-1], str(full)]) == 0
     english = tmp_path / "eval.tsv"
     english.write_text("eng\tHELLO WORLD!!\n", encoding="utf-8")  # tab-separated fields, case and punctuation apart
     copy = tmp_path / "copy"
     assert (
-        fd.main(["--corpus", "tatoeba-full", "--local", str(full), "--out", str(copy), "--exclude", str(english)]) == 0
+        fetch_main(["--corpus", "tatoeba-full", "--local", str(full), "--out", str(copy), "--exclude", str(english)])
+        == 0
     )
     assert corpus_lines(copy) == (EXPECTED_ZH[:2], EXPECTED_EN[:2], EXPECTED_CREDITS[:2])
     assert fd.verify_listed_digests(copy) == 3  # the filtered copy's README lists its new digests last
@@ -659,7 +663,7 @@ def test_hsk_from_a_sentences_file(tmp_path: Path, capsys: pytest.CaptureFixture
     source.parent.mkdir(parents=True)
     source.write_text(json.dumps(HSK_RECORDS, ensure_ascii=False), encoding="utf-8")
     out = tmp_path / "hsk"
-    assert fd.main(["--corpus", "hsk", "--local", str(tmp_path / "pkg"), "--out", str(out)]) == 0  # found inside
+    assert fetch_main(["--corpus", "hsk", "--local", str(tmp_path / "pkg"), "--out", str(out)]) == 0  # found inside
     assert corpus_lines(out) == (
         ["老师，您好！", "他昨天去了北京。"],
         ["Hello, teacher!", "He went to Beijing yesterday."],
@@ -674,18 +678,18 @@ def test_hsk_from_the_package_checks_its_pinned_digest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "hsk"
-    assert fd.main(["--corpus", "hsk", "--out", str(out)]) == 0  # hsk-sentences-audio is a dev install (make test)
+    assert fetch_main(["--corpus", "hsk", "--out", str(out)]) == 0  # hsk-sentences-audio is a dev install (make test)
     assert fd.complete_pairs(out) == 4354 and "1.0.0 package" in capsys.readouterr().out
     assert (out / "ATTRIBUTION.tsv").read_text(encoding="utf-8").startswith("CC BY-SA 4.0: hsk-sentences-audio 1.0.0 ")
 
     monkeypatch.setattr(fd, "HSK_PINS", {"1.0.0": "0" * 64})
-    assert fd.main(["--corpus", "hsk", "--out", str(tmp_path / "o")]) == 2
+    assert fetch_main(["--corpus", "hsk", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "0" * 64 in err and fd.HSK_FILE.split("/")[-1] in err
     monkeypatch.setattr(fd, "HSK_PINS", {"9.9.9": "0" * 64})
-    assert fd.main(["--corpus", "hsk", "--out", str(tmp_path / "o")]) == 2
+    assert fetch_main(["--corpus", "hsk", "--out", str(tmp_path / "o")]) == 2
     assert "--allow-unpinned" in capsys.readouterr().err and not (tmp_path / "o").exists()
-    assert fd.main(["--corpus", "hsk", "--out", str(tmp_path / "o"), "--allow-unpinned"]) == 0
+    assert fetch_main(["--corpus", "hsk", "--out", str(tmp_path / "o"), "--allow-unpinned"]) == 0
 
 
 # --- Fetching over the network (loopback), and interruptions -----------------------------------------
@@ -713,7 +717,7 @@ def test_tatoeba_full_download_survives_a_dropped_connection(tmp_path: Path, loo
     serve_exports(loopback, tmp_path)
     english = f"/exports/{fd.TATOEBA_FILES[1]}"
     loopback.drop_after[english] = 40
-    assert fd.main([*full_args(tmp_path, loopback, "--allow-unpinned"), "--retries", "2"]) == 0
+    assert fetch_main([*full_args(tmp_path, loopback, "--allow-unpinned"), "--retries", "2"]) == 0
     assert corpus_lines(tmp_path / "full") == (EXPECTED_ZH, EXPECTED_EN, EXPECTED_CREDITS)
     assert [r for p, r in loopback.requests if p == english] == [None, "bytes=40-"]
     assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == sorted(Path(n).name for n in fd.TATOEBA_FILES)
@@ -729,7 +733,7 @@ def test_a_wrong_file_is_a_one_line_digest_error_and_leaves_no_corpus(
     english = f"/exports/{fd.TATOEBA_FILES[1]}"
     wrong = bz2.compress(b"10\teng\tSomething else.\n")
     loopback.files[english] = wrong
-    assert fd.main(full_args(tmp_path, loopback)) == 2  # all pinned: no --allow-unpinned needed
+    assert fetch_main(full_args(tmp_path, loopback)) == 2  # all pinned: no --allow-unpinned needed
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{loopback.url}{english}" in err
     assert hashlib.sha256(wrong).hexdigest() in err and digests[fd.TATOEBA_FILES[1]] in err
@@ -751,7 +755,7 @@ def test_an_interrupted_build_leaves_no_partial_corpus(tmp_path: Path, monkeypat
 
     monkeypatch.setattr(fd.PairWriter, "add", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        fd.main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(old), "--force"])
+        fetch_main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(old), "--force"])
     assert corpus_lines(old) == (["旧。"], ["Old."], ["old credit"]) and leftovers(tmp_path) == []
 
 
@@ -763,7 +767,7 @@ def test_a_killed_download_leaves_no_corpus_and_the_next_run_resumes(tmp_path: P
     loopback.stall_after[english] = half
     env = {k: v for k, v in os.environ.items() if k not in fd.LOCAL_ENV.values()}
     process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *full_args(tmp_path, loopback, "--allow-unpinned")],
+        [sys.executable, "-m", "seq2seq", "fetch", *full_args(tmp_path, loopback, "--allow-unpinned")],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -782,7 +786,7 @@ def test_a_killed_download_leaves_no_corpus_and_the_next_run_resumes(tmp_path: P
     assert not (tmp_path / "dl" / Path(fd.TATOEBA_FILES[1]).name).exists()
     del loopback.stall_after[english]
     loopback.release.set()
-    assert fd.main(full_args(tmp_path, loopback, "--allow-unpinned")) == 0
+    assert fetch_main(full_args(tmp_path, loopback, "--allow-unpinned")) == 0
     assert corpus_lines(tmp_path / "full") == (EXPECTED_ZH, EXPECTED_EN, EXPECTED_CREDITS)
     assert loopback.requests[-2:] == [(english, f"bytes={half}-"), (f"/exports/{fd.TATOEBA_FILES[2]}", None)]
 
@@ -805,8 +809,8 @@ def test_one_epoch_of_the_recipe_holds_every_tatoeba_pair_and_a_tenth_as_many_hs
     ]
     (tmp_path / "sentences.json").write_text(json.dumps(records[1600:], ensure_ascii=False), encoding="utf-8")
     out = {"tatoeba-full": tmp_path / "full", "hsk": tmp_path / "hsk"}
-    assert fd.main(["--corpus", "tatoeba-full", "--local", str(exports), "--out", str(out["tatoeba-full"])]) == 0
-    assert fd.main(["--corpus", "hsk", "--local", str(tmp_path / "sentences.json"), "--out", str(out["hsk"])]) == 0
+    assert fetch_main(["--corpus", "tatoeba-full", "--local", str(exports), "--out", str(out["tatoeba-full"])]) == 0
+    assert fetch_main(["--corpus", "hsk", "--local", str(tmp_path / "sentences.json"), "--out", str(out["hsk"])]) == 0
     recipe = load_config(RECIPE).data.corpora
     assert [c.name for c in recipe] == ["tatoeba-full", "hsk"] and recipe[0].eval
     files = {"src": "all.zh", "tgt": "all.en"}

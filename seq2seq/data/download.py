@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-USER_AGENT = "seq2seq-fetch-data/2.0"
+USER_AGENT = "seq2seq-fetch/2.0"
 CHUNK = 1 << 16  # bytes read and written at a time: a download never sits in memory
 RETRYABLE_STATUS = (408, 429)  # request timeout, too many requests: worth asking again, unlike other 4xx
 
@@ -96,7 +96,7 @@ def download(
     if dest.is_file():
         have = file_sha256(dest)
         if sha256 is None or have == sha256:
-            log(f"fetch_data: using the earlier download {dest} (sha256 {have}); delete it to fetch {url} again")
+            log(f"fetch: using the earlier download {dest} (sha256 {have}); delete it to fetch {url} again")
             return have
         dest.unlink()  # an earlier download of another version of the file: fetch the pinned one
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,7 @@ def download(
                     f"rerun to resume from {part}, or download it by hand and pass --local"
                 ) from None
             wait = retry.wait_s(attempt)
-            log(f"fetch_data: {url}: {failure}; attempt {attempt + 1}/{retry.attempts} in {wait:g} s")
+            log(f"fetch: {url}: {failure}; attempt {attempt + 1}/{retry.attempts} in {wait:g} s")
             sleep(wait)
     got = file_sha256(part)
     if sha256 is not None and got != sha256:
@@ -120,7 +120,7 @@ def download(
         raise DownloadError(f"{url}: sha256 {got} does not match the pinned {sha256}; the download was deleted")
     os.replace(part, dest)
     if sha256 is None:
-        log(f"fetch_data: {url} is unpinned; its sha256 is {got}")
+        log(f"fetch: {url} is unpinned; its sha256 is {got}")
     return got
 
 
