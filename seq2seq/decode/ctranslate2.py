@@ -41,7 +41,7 @@ def require_ctranslate2() -> Any:
     try:
         import ctranslate2
     except ImportError:
-        raise UserError('the ctranslate2 engine needs the ct2 extra: pip install -e ".[ct2]"') from None
+        raise UserError("the ctranslate2 engine needs the ct2 extra: pip install 'seq2seq[ct2]'") from None
     return ctranslate2
 
 

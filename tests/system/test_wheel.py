@@ -72,7 +72,7 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return venv / "bin", {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
 
 
-def test_the_wheel_lists_inits_trains_and_translates_outside_the_checkout(installed, tmp_path):
+def test_the_wheel_lists_fetches_inits_trains_and_translates_outside_the_checkout(installed, tmp_path):
     bin_dir, env = installed
     work = tmp_path / "work"
     work.mkdir()
@@ -86,6 +86,14 @@ def test_the_wheel_lists_inits_trains_and_translates_outside_the_checkout(instal
 
     listed = _run([seq2seq, "recipes"], work, env).splitlines()
     assert [line.split()[0] for line in listed] == recipe_names() and "zh-en" in recipe_names()
+
+    built = work / "corpus"  # a built corpus as a local copy: the fetcher runs from the package, offline
+    built.mkdir()
+    shutil.copy(TOY_SRC, built / "all.zh")
+    shutil.copy(TOY_TGT, built / "all.en")
+    _run([seq2seq, "fetch", "--local", built], work, env)
+    fetched = work / "data" / "tatoeba-cmn-eng"
+    assert (fetched / "all.en").read_bytes() == TOY_TGT.read_bytes()
 
     text = _run([seq2seq, "init", "--src", "toy.zh", "--tgt", "toy.en"], work, env)
     (work / "my.yaml").write_text(text, encoding="utf-8")
