@@ -7,6 +7,7 @@ is never shadowed by the package. ``config_for`` turns a recipe into a config fo
 text, not through a YAML round trip: the recipe's comments are its documentation and are kept.
 """
 
+import difflib
 import json
 from pathlib import Path
 
@@ -38,8 +39,10 @@ def find_config(config: str | Path) -> Path:
         return path
     if str(config) in recipe_names():
         return RECIPES / f"{config}.yaml"
+    close = difflib.get_close_matches(path.stem, recipe_names(), n=1)  # configs/zh-en.yaml of old: zh-en
+    hint = f" (did you mean {close[0]}?)" if close else ""
     raise UserError(
-        f"config {config} not found: no such file and no recipe of that name; "
+        f"config {config} not found: no such file and no recipe of that name{hint}; "
         f"the recipes are {', '.join(recipe_names())} (seq2seq recipes)"
     )
 

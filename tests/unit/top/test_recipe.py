@@ -29,13 +29,16 @@ def test_a_name_finds_the_recipe_and_a_file_wins_over_it(tmp_path, monkeypatch):
     assert find_config("zh-en").resolve() == tmp_path / "zh-en"  # the user's own file of that name, not the package's
 
 
-@pytest.mark.parametrize("config", ["zh-en-big", "configs/zh-en.yaml"])
-def test_neither_a_file_nor_a_recipe_is_one_line_listing_the_recipes(config):
+@pytest.mark.parametrize(
+    "config, hint", [("zh-en-big", "zh-en"), ("configs/zh-en-24k.yaml", "zh-en-24k"), ("fr-de.yaml", None)]
+)
+def test_neither_a_file_nor_a_recipe_is_one_line_listing_the_recipes(config, hint):
     with pytest.raises(UserError) as err:
         load_config(config)
     message = str(err.value)
     assert "\n" not in message and config in message and "not found" in message
     assert ", ".join(recipe_names()) in message
+    assert (f"(did you mean {hint}?)" in message) if hint else "did you mean" not in message
 
 
 @pytest.mark.parametrize("name", recipe_names())
