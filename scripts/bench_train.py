@@ -48,7 +48,7 @@ from seq2seq.device import autocast, resolve_device, resolve_precision
 from seq2seq.model.layers import sinusoids
 from seq2seq.model.transformer import Transformer
 from seq2seq.special import PAD
-from seq2seq.train.precision import MasterWeights
+from seq2seq.train.precision import EVAL_AUTOCAST, TRAIN_AUTOCAST, MasterWeights
 from seq2seq.train.trainer import adamw, batch_loss, dev_loss, lr_factor, optimizer_update
 
 
@@ -85,9 +85,9 @@ class TorchTransformer(nn.Module):
         )
 
 
-def plain_loss(model: nn.Module, batch: Batch, label_smoothing: float, bf16: bool) -> Tensor:
+def plain_loss(model: nn.Module, batch: Batch, label_smoothing: float, autocast_dtype: torch.dtype | None) -> Tensor:
     """The textbook loss: full (N, V) logits, then ``F.cross_entropy`` in float32."""
-    with autocast(batch.src.device, bf16):
+    with autocast(batch.src.device, autocast_dtype):
         logits = model.out_proj(model.states(batch.src, batch.tgt_in))  # (B, T, V)
     return F.cross_entropy(
         logits.flatten(0, 1).float(),
@@ -176,7 +176,7 @@ def run_steps(row: Row, train: EncodedSplit, cfg: Config, target_tokens: int, vo
         row.padding.append(1 - real / (batch.src.numel() + batch.tgt_in.numel()))
         n = batch.tokens
         batch = batch.to(device)
-        loss = row.loss(row.weights.work, batch, cfg.train.label_smoothing, row.precision == "bf16-autocast")
+        loss = row.loss(row.weights.work, batch, cfg.train.label_smoothing, TRAIN_AUTOCAST.get(row.precision))
         (loss / n).backward()
         optimizer_update(row.weights, row.optimizer, row.scheduler, cfg.train.clip_norm)
         tokens += n
@@ -271,7 +271,7 @@ def main() -> None:
     base = statistics.median(rows[1].tokens_per_s)
     results = []
     for row in rows:
-        loss = dev_loss(row.model, data.dev, cfg.data.batch_tokens, device, row.bf16)
+        loss = dev_loss(row.model, data.dev, cfg.data.batch_tokens, device, EVAL_AUTOCAST.get(row.precision))
         gflops = row.flops / row.seconds / 1e9
         results.append(
             {

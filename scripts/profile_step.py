@@ -24,7 +24,7 @@ from seq2seq.data.batching import BucketSampler
 from seq2seq.data.pipeline import prepare_data
 from seq2seq.model.transformer import Transformer
 from seq2seq.special import PAD
-from seq2seq.train.precision import MasterWeights
+from seq2seq.train.precision import TRAIN_AUTOCAST, MasterWeights
 from seq2seq.train.trainer import adamw, batch_loss, optimizer_update
 
 PHASES = ("forward + loss", "backward", "clip + optimizer")
@@ -51,7 +51,7 @@ def profile_steps(model: nn.Module, batches: list, precision: str, steps: int, t
 
     def step(batch) -> None:
         with record_function(PHASES[0]):
-            loss = batch_loss(weights.work, batch, tc.label_smoothing, precision == "bf16-autocast")
+            loss = batch_loss(weights.work, batch, tc.label_smoothing, TRAIN_AUTOCAST.get(precision))
         with record_function(PHASES[1]):
             (loss / batch.tokens).backward()
         with record_function(PHASES[2]):

@@ -12,9 +12,12 @@ The packages form layers; each imports only from the layers before it in this li
     explain     what a trained model does, shown
     serve       the HTTP app
     cli         the ``seq2seq`` command, one module per verb
+    api         the Python API (``seq2seq/api.py``): ``load`` and ``train``
 
 ``model`` and ``data`` do not import each other; ``export`` and ``explain`` neither.
-``tests/unit/test_import_layers.py`` checks all of it.
+``tests/unit/test_import_layers.py`` checks all of it. This package exports the API's names lazily
+(PEP 562): ``seq2seq.load`` imports ``seq2seq.api`` on first use, and ``import seq2seq.config`` loads
+none of the layers below the top.
 
 Shape letters used in every docstring and reshape comment:
 
@@ -24,3 +27,14 @@ Shape letters used in every docstring and reshape comment:
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["Model", "load", "train"]
+
+
+def __getattr__(name: str) -> object:
+    """``seq2seq.load``, ``seq2seq.train`` and ``seq2seq.Model``, from ``seq2seq.api`` on first use."""
+    if name not in __all__:
+        raise AttributeError(f"module 'seq2seq' has no attribute {name!r}")
+    from seq2seq import api
+
+    return getattr(api, name)

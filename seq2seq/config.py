@@ -9,11 +9,12 @@ of a list entry (``data.corpora[1].weight=0.5``).
 
 import dataclasses
 import difflib
+import json
 import math
 import re
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -147,11 +148,12 @@ class TrainConfig:
     patience: int = 0  # validations without improvement before stopping; 0: never
     average_last: int = 5  # average the last K validation checkpoints at the end (kept if better); 0: off
     device: str = "auto"  # auto: CUDA, else an Apple GPU (MPS), else the CPU
-    precision: Literal["auto", "float32", "bf16", "bf16-autocast"] = "auto"
+    precision: Literal["auto", "float32", "bf16", "bf16-autocast", "fp16"] = "auto"
     threads: int = 0  # 0: all available cores
     compile: bool = False  # torch.compile the model's teacher-forced pass (helps on a GPU, not on a CPU)
     init_from: str | None = None  # warm start: a run directory or checkpoint whose weights and tokenizer to start from
     collective_timeout_minutes: float = 10.0  # torchrun runs: a collective waiting longer fails instead of hanging
+    tensorboard: bool = False  # also write metrics.jsonl's figures as TensorBoard scalars to RUN_DIR/tensorboard/
 
 
 @dataclass(frozen=True)
@@ -396,6 +398,19 @@ def parse_override(text: str) -> tuple[list[str | int], Any]:
         return path, yaml.safe_load(value)
     except yaml.YAMLError as err:
         raise UserError(f"--set {text!r}: the value is not valid YAML ({_yaml_problem(err)}); quote it") from None
+
+
+Overrides = Sequence[str] | Mapping[str, Any]  # --set texts, or a mapping of the same keys to values
+
+
+def override_texts(overrides: Overrides) -> list[str]:
+    """``--set`` texts from a list of them or from a mapping ``{"train.lr": 3e-4}`` (whose values are written
+    as JSON, which ``parse_override`` reads back as the YAML it is)."""
+    if isinstance(overrides, str):
+        raise UserError(f"overrides {overrides!r}: give a list of 'section.key=value' texts or a mapping")
+    if isinstance(overrides, Mapping):
+        return [f"{key}={json.dumps(value, ensure_ascii=False, default=str)}" for key, value in overrides.items()]
+    return list(overrides)
 
 
 def _apply_override(raw: dict[str, Any], text: str) -> None:

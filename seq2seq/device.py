@@ -2,11 +2,14 @@
 
 * ``resolve_device``: ``auto`` is CUDA when a GPU is present, else an Apple GPU (MPS), else the CPU.
 * ``resolve_precision`` (training): ``auto`` is ``bf16-autocast`` where the device computes bf16
-  natively (CUDA GPUs with bf16, CPUs with AVX-512 BF16 or AMX), else ``float32``. What training
-  does with each precision is ``seq2seq.train.precision``. On MPS ``auto`` is ``float32``: bf16 there
-  needs macOS 14 and is not native arithmetic on every Apple GPU, so it runs only when asked for.
+  natively (CUDA GPUs of compute capability 8 and up, CPUs with AVX-512 BF16 or AMX); ``fp16``
+  (float16 autocast with loss scaling) on a CUDA GPU without native bf16, where torch only
+  emulates bf16 (no faster than float32) while float16 is native; else ``float32``. What
+  training does with each precision is ``seq2seq.train.precision``. On MPS ``auto`` is ``float32``:
+  bf16 there needs macOS 14 and is not native arithmetic on every Apple GPU, so it runs only when
+  asked for.
 * ``decode_precision`` (translate, evaluate, serve): ``auto`` is ``bf16`` (a bf16 copy of the
-  weights) on the same hardware, else ``float32``.
+  weights) where bf16 is native, else ``float32`` (decoding has no float16 mode).
 * ``available_cpus``: the cores training threads, the tokenizer and the corpus workers share.
 
 Training and decoding both import this module, so neither imports the other to find a device.
@@ -64,25 +67,37 @@ def cpu_has_fast_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
+def cuda_has_native_bf16() -> bool:
+    """True when the current CUDA GPU computes bf16 in hardware, not in float32 emulation.
+
+    ``torch.cuda.is_bf16_supported()`` also says yes where torch merely emulates bf16 (before
+    compute capability 8) unless told ``including_emulation=False``; a torch from before that
+    argument counted native support only, so without the argument the plain call is the answer.
+    """
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:
+        return torch.cuda.is_bf16_supported()
+
+
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """'auto' -> ``bf16-autocast`` where ``device`` does bf16 natively, else ``float32``; other values unchanged."""
+    """'auto' -> ``bf16-autocast`` where ``device`` does bf16 natively, ``fp16`` on a CUDA GPU without it,
+    else ``float32``; other values unchanged."""
     if precision != "auto":
         return precision
     if device.type == "cuda":
-        fast = torch.cuda.is_bf16_supported()
-    else:
-        fast = device.type == "cpu" and cpu_has_fast_bf16()
-    return "bf16-autocast" if fast else "float32"
+        return "bf16-autocast" if cuda_has_native_bf16() else "fp16"
+    return "bf16-autocast" if device.type == "cpu" and cpu_has_fast_bf16() else "float32"
 
 
 def use_bf16(precision: str, device: torch.device) -> bool:
     """Whether ``precision`` computes in bf16 on ``device`` (either way of doing it)."""
-    return resolve_precision(precision, device) != "float32"
+    return resolve_precision(precision, device) in ("bf16", "bf16-autocast")
 
 
-def autocast(device: torch.device, bf16: bool) -> Any:
-    """bf16 autocast context (or a no-op)."""
-    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+def autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
+    """An autocast context to ``dtype`` (bf16 or float16), or a no-op for None."""
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
 
 
 def decode_precision(precision: str, device: torch.device) -> str:

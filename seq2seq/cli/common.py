@@ -7,9 +7,9 @@ from pathlib import Path
 
 from seq2seq.config import DEFAULT_CONFIG, load_config
 from seq2seq.data.corpus import read_lines, split_lines
-from seq2seq.decode.loader import ENGINES, engine_class, load_translator
+from seq2seq.decode.loader import ENGINES, engine_class, engine_device, load_translator
 from seq2seq.decode.translator import Translator
-from seq2seq.device import DECODE_PRECISIONS, resolve_device
+from seq2seq.device import DECODE_PRECISIONS
 from seq2seq.errors import UserError
 
 
@@ -140,9 +140,7 @@ def model_paths(args: argparse.Namespace) -> list[str]:
 def load_for(args: argparse.Namespace, paths: list[str]) -> Translator:
     """The translator of ``--engine`` in ``--precision`` on ``--device`` (CTranslate2 runs on the CPU:
     ``auto`` means cpu there) for ``paths`` (several: an ensemble)."""
-    cpu_engine = args.engine == "ctranslate2" and args.device == "auto"
-    device = resolve_device("cpu" if cpu_engine else args.device)
-    return load_translator(paths, device, args.set, args.precision, args.engine)
+    return load_translator(paths, engine_device(args.engine, args.device), args.set, args.precision, args.engine)
 
 
 def read_inputs(args: argparse.Namespace) -> list[str] | None:

@@ -24,7 +24,7 @@ from seq2seq.decode.ctranslate2 import CTranslate2Translator
 from seq2seq.decode.marian import import_marian, is_marian_dir
 from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.decode.translator import Translator, source_normalizer, target_normalizer
-from seq2seq.device import DECODE_PRECISIONS, decode_precision
+from seq2seq.device import DECODE_PRECISIONS, decode_precision, resolve_device
 from seq2seq.errors import UserError
 from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Transformer
@@ -99,6 +99,12 @@ def engine_class(engine: str) -> type[Translator]:
     if engine not in ENGINES:
         raise UserError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
     return ENGINES[engine]
+
+
+def engine_device(engine: str, name: str) -> torch.device:
+    """The device an engine runs on for a ``--device`` name: CTranslate2 runs on the CPU here, so ``auto``
+    means cpu for it."""
+    return resolve_device("cpu" if engine == "ctranslate2" and name == "auto" else name)
 
 
 def load_translator(

@@ -1,4 +1,5 @@
-"""Training precision: float32, bf16 autocast, or bf16 weights with float32 master weights.
+"""Training precision: float32, bf16 autocast, bf16 weights with float32 master weights, or float16
+autocast with loss scaling.
 
 Which one ``auto`` means on a device is decided in ``seq2seq.device``; this module holds what
 training does with the choice.
@@ -12,8 +13,17 @@ training does with the choice.
   and gradients stay bf16 and nothing is cast per matmul; the optimizer updates the float32
   weights (``MasterWeights``), since a bf16 weight would lose updates smaller than 1/256 of it.
   Softmaxes, LayerNorm statistics and the loss still accumulate in float32.
-* ``auto``: ``bf16-autocast`` where the hardware does bf16 natively (CUDA GPUs with bf16,
-  CPUs with AVX-512 BF16 or AMX), else ``float32``. Autocast rather than ``bf16`` weights,
+* ``fp16``: float32 weights; autocast runs the matmuls in float16, whose range is narrow (at most
+  65504; gradients below about 6e-8 vanish), so the loss is multiplied by a scale before the
+  backward pass (``torch.amp.GradScaler``) and the gradients are divided by it again before
+  clipping and the update. A step whose gradients overflowed (inf or NaN) is skipped: the weights
+  and the optimizer's moments stay, the schedule and the step counter do not advance (so
+  ``max_steps`` counts updates made and the learning rate follows them), the scale halves, and
+  the batches it drew are not drawn again. The scaler's state is in the checkpoint, so a resume
+  continues with the scale it had. Validation and its decoding run under the same autocast.
+* ``auto``: ``bf16-autocast`` where the hardware does bf16 natively (CUDA GPUs of compute
+  capability 8 and up, CPUs with AVX-512 BF16 or AMX), ``fp16`` on older CUDA GPUs (they only
+  emulate bf16), else ``float32``. Autocast rather than ``bf16`` weights,
   because on the reference CPU the bf16 weights were no faster per step and the recipe's
   hour did not score better with them (docs/experiments.md, docs/benchmarks.md). A small
   model on a large GPU is bound by kernel launches, which autocast's casts add to, so
@@ -29,7 +39,16 @@ DESCRIPTIONS = {
     "float32": "float32",
     "bf16-autocast": "bf16 autocast",
     "bf16": "bf16 weights (float32 master weights)",
+    "fp16": "float16 autocast with loss scaling",
 }
+TRAIN_AUTOCAST = {"bf16-autocast": torch.bfloat16, "fp16": torch.float16}  # the dtype training passes autocast to
+# Validation runs on the float32 master weights, so the bf16 weights' precision autocasts it to bf16 as well.
+EVAL_AUTOCAST = {**TRAIN_AUTOCAST, "bf16": torch.bfloat16}
+
+
+def loss_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler | None:
+    """The ``GradScaler`` that float16 training needs (``precision`` fp16), None for every other precision."""
+    return torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
 
 class MasterWeights:

@@ -2,8 +2,10 @@
 
 The trainer says what happened (a step, a validation, a stop); this object decides how it is
 shown and recorded. ``metrics.jsonl`` in the run directory gets a record every
-``RECORD_EVERY`` steps (loss, lr, tokens/s, epoch, minutes) and one per validation (dev loss,
-perplexity, BLEU with its sacrebleu signature, chrF); it is line-buffered, so ``tail -f`` follows it.
+``RECORD_EVERY`` steps (loss, lr, tokens/s, gradient norm, epoch, minutes) and one per validation
+(dev loss, perplexity, BLEU with its sacrebleu signature, chrF); it is line-buffered, so ``tail -f``
+follows it. With ``train.tensorboard`` the same records also go to TensorBoard
+(``seq2seq.train.tensorboard``).
 
 ``metrics.jsonl`` is the history of the model in ``last.pt``: a session that resumes at step N
 first drops the records past N (written by a session that died before its next checkpoint, e.g.
@@ -18,9 +20,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from seq2seq.atomic import write_text_atomically
+from seq2seq.train.tensorboard import ScalarWriter
 
 RECORD_EVERY = 20  # steps between training records (and progress-bar postfix updates)
 
@@ -29,13 +33,21 @@ class RunLog:
     """The progress bar, log lines and metrics records of one training session."""
 
     def __init__(
-        self, run_dir: Path, total_steps: int, first_step: int, quiet: bool = False, records: bool = True
+        self,
+        run_dir: Path,
+        total_steps: int,
+        first_step: int,
+        quiet: bool = False,
+        records: bool = True,
+        tensorboard: bool = False,
     ) -> None:
-        """``records`` False: no metrics.jsonl (the ranks of a data-parallel run other than rank 0)."""
+        """``records`` False: no metrics.jsonl (the ranks of a data-parallel run other than rank 0);
+        ``tensorboard``: the records go to TensorBoard as well."""
         self._quiet = quiet
         _keep_records_up_to(run_dir / "metrics.jsonl", first_step)
         self._bar = tqdm(total=total_steps or None, initial=first_step, disable=quiet, unit="step", dynamic_ncols=True)
         self._metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8", buffering=1) if records else None
+        self._scalars = ScalarWriter(run_dir, first_step) if records and tensorboard else None
         self._window_tokens, self._window_start = 0, time.perf_counter()
 
     def __enter__(self) -> "RunLog":
@@ -48,6 +60,8 @@ class RunLog:
         self._bar.close()
         if self._metrics is not None:
             self._metrics.close()
+        if self._scalars is not None:
+            self._scalars.close()
 
     def line(self, message: str) -> None:
         """One line above the progress bar (nothing when quiet)."""
@@ -65,10 +79,21 @@ class RunLog:
         )
         self.line(f"model: {model}")
 
-    def step(self, step: int, loss: float, tokens: int, lr: float, epoch: int, minutes: float, left: str) -> None:
+    def step(
+        self,
+        step: int,
+        loss: float,
+        tokens: int,
+        lr: float,
+        epoch: int,
+        minutes: float,
+        left: str,
+        grad_norm: torch.Tensor | float,
+    ) -> None:
         """After optimizer step ``step``: advance the bar; every RECORD_EVERY steps, show and record the rates.
 
-        ``loss`` is per target token, ``tokens`` the step's target tokens, ``left`` the budget left ("" if none).
+        ``loss`` is per target token, ``tokens`` the step's target tokens, ``left`` the budget left ("" if none),
+        ``grad_norm`` the gradients' norm before clipping (a GPU tensor is read only on the steps recorded).
         """
         self._bar.update(1)
         self._window_tokens += tokens
@@ -81,6 +106,7 @@ class RunLog:
             "loss": round(loss, 4),
             "lr": lr,
             "tokens_per_s": round(rate),
+            "grad_norm": round(float(grad_norm), 4),
             "epoch": epoch,
             "minutes": round(minutes, 3),
         }
@@ -95,6 +121,8 @@ class RunLog:
     def _write(self, record: dict[str, Any]) -> None:
         if self._metrics is not None:
             self._metrics.write(json.dumps(record) + "\n")
+        if self._scalars is not None:
+            self._scalars.record(record)
 
 
 def _keep_records_up_to(path: Path, step: int) -> None:

@@ -5,7 +5,7 @@ atomic checkpoints and exact resume.
 The trainer knows the model only through ``states(src, tgt_in)`` and its output
 projection ``out_proj`` (the loss fuses the two, ``seq2seq.train.loss``), and the data
 only through ``PreparedData``. What the user sees of a run (bar, log lines,
-metrics.jsonl) is ``seq2seq.train.runlog``; how Ctrl-C and SIGTERM stop it, ``seq2seq.train.signals``;
+metrics.jsonl, TensorBoard) is ``seq2seq.train.runlog``; how Ctrl-C and SIGTERM stop it, ``seq2seq.train.signals``;
 how several processes share one run (``torchrun``), ``seq2seq.train.distributed``.
 """
 
@@ -13,11 +13,11 @@ import dataclasses
 import math
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -36,9 +36,10 @@ from seq2seq.model.transformer import Transformer
 from seq2seq.special import BOS, PAD
 from seq2seq.train.distributed import SINGLE, World
 from seq2seq.train.loss import projected_cross_entropy
-from seq2seq.train.precision import DESCRIPTIONS, MasterWeights
+from seq2seq.train.precision import DESCRIPTIONS, EVAL_AUTOCAST, TRAIN_AUTOCAST, MasterWeights, loss_scaler
 from seq2seq.train.runlog import RunLog, describe
 from seq2seq.train.signals import StopRequest, sigterm_interrupts, stop_deferred, stop_requests
+from seq2seq.train.tensorboard import summary_writer_class
 from seq2seq.train.warmstart import load_warm_start
 
 
@@ -81,9 +82,12 @@ def lr_factor(step: int, cfg: TrainConfig, elapsed: float = 0.0) -> float:
     return warmup
 
 
-def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, autocast_bf16: bool) -> torch.Tensor:
-    """Summed label-smoothed cross-entropy over non-pad target tokens (teacher forcing)."""
-    with autocast(batch.src.device, autocast_bf16):
+def batch_loss(
+    model: Transformer, batch: Batch, label_smoothing: float, autocast_dtype: torch.dtype | None
+) -> torch.Tensor:
+    """Summed label-smoothed cross-entropy over non-pad target tokens (teacher forcing), the passes under
+    autocast to ``autocast_dtype`` (None: none)."""
+    with autocast(batch.src.device, autocast_dtype):
         states = model.states(batch.src, batch.tgt_in)  # (B, T, D)
         return projected_cross_entropy(
             states, model.out_proj.weight, batch.tgt_out, label_smoothing, model.out_proj.bias
@@ -96,7 +100,7 @@ def dev_loss(
     dev: EncodedSplit,
     batch_tokens: int,
     device: torch.device,
-    autocast_bf16: bool,
+    autocast_dtype: torch.dtype | None,
     world: World = SINGLE,
     start: int = BOS,
 ) -> float:
@@ -107,11 +111,24 @@ def dev_loss(
     batches = BucketSampler(dev.src_lengths, dev.tgt_lengths, batch_tokens, seed=0, shuffle=False).epoch_batches(0)
     for idx in world.mine(batches):
         batch = dev.batch(idx, start).to(device)
-        total += float(batch_loss(model, batch, 0.0, autocast_bf16))
+        total += float(batch_loss(model, batch, 0.0, autocast_dtype))
         tokens += batch.tokens
     model.train()
     total, tokens = world.sum([total, tokens])
     return total / max(tokens, 1)
+
+
+class Update(NamedTuple):
+    """What one optimizer update did."""
+
+    grad_norm: Tensor  # 0-dim: the gradients' norm before clipping, left on the device until someone reads it
+    applied: bool  # False: float16 gradients overflowed and the update was skipped (seq2seq.train.precision)
+
+
+def gradient_norm(params: Sequence[nn.Parameter]) -> Tensor:
+    """The 2-norm of all the parameters' gradients together (0-dim)."""
+    norms = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
 
 
 def optimizer_update(
@@ -119,22 +136,48 @@ def optimizer_update(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None,
     clip_norm: float,
-) -> None:
+    scaler: torch.amp.GradScaler | None = None,
+) -> Update:
     """One optimizer update from the gradients the backward passes left.
 
     Collects the working copy's gradients into the float32 master (a no-op if already
-    collected, and for float32 or autocast training), clips their norm (``clip_norm`` 0: off),
-    steps the optimizer and the schedule, clears the gradients and rounds the new weights into
-    the working copy. The trainer and the benchmark scripts all update through here.
+    collected, and for float32 or autocast training), divides out the loss scale of float16
+    training (``scaler``), clips their norm (``clip_norm`` 0: off), steps the optimizer and the
+    schedule, clears the gradients and rounds the new weights into the working copy. With a
+    ``scaler``, gradients holding an inf or NaN skip the optimizer and the schedule. The trainer
+    and the benchmark scripts all update through here.
     """
     weights.collect_grads()
-    if clip_norm > 0:
-        nn.utils.clip_grad_norm_(weights.master.parameters(), clip_norm)
-    optimizer.step()
-    if scheduler is not None:
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    params = list(weights.master.parameters())
+    grad_norm = nn.utils.clip_grad_norm_(params, clip_norm) if clip_norm > 0 else gradient_norm(params)
+    applied = True
+    if scaler is None:
+        optimizer.step()
+    else:
+        scale = scaler.get_scale()
+        scaler.step(optimizer)  # no update where unscale_ found an inf or NaN
+        scaler.update()
+        applied = scaler.get_scale() >= scale  # the scale shrinks exactly when the step was skipped
+    if scheduler is not None and applied:
         scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     weights.sync()
+    return Update(grad_norm.detach(), applied)
+
+
+class TrainStep(NamedTuple):
+    """One optimizer step of the trainer."""
+
+    loss: float  # mean per target token
+    tokens: int  # target tokens, all ranks
+    update: Update
+
+
+# Each overflow halves float16's loss scale: this many in a row take it from 2**16 to 2**-8, scaling the
+# gradients down, so an overflow that still comes is the forward pass's own and no scale will cure it.
+MAX_SKIPPED_IN_A_ROW = 24
 
 
 @dataclass
@@ -162,10 +205,14 @@ class Trainer:
         self.run_dir = Path(self.tc.run_dir)
         self.device = device or (world.device if world.distributed else resolve_device(self.tc.device))
         self.precision = resolve_precision(self.tc.precision, self.device)
-        self.train_autocast = self.precision == "bf16-autocast"  # training passes under bf16 autocast
-        self.eval_autocast = self.precision != "float32"  # validation and decoding: bf16 autocast in either bf16 mode
+        self.train_autocast = TRAIN_AUTOCAST.get(self.precision)  # the dtype the training passes autocast to
+        self.eval_autocast = EVAL_AUTOCAST.get(self.precision)  # ... and validation and its decoding
+        self.scaler = loss_scaler(self.precision, self.device)  # float16 only
+        self.skipped_in_a_row = 0  # float16 updates skipped for an overflow since the last one made
         self.bleu_tokenize = configured_tokenizer(cfg)
         bleu_metric(self.bleu_tokenize)  # a tokenizer missing its extra fails now, not after the data and an epoch
+        if self.tc.tensorboard:
+            summary_writer_class()  # so does TensorBoard without its package
         # The ranks on one machine share its cores.
         torch.set_num_threads(self.tc.threads or max(available_cpus() // world.local_size, 1))
         torch.manual_seed(self.tc.seed)
@@ -235,6 +282,7 @@ class Trainer:
             "sampler": self.sampler.state_dict(),
             "rng": rng,
             "progress": dataclasses.asdict(self.progress),
+            **({"scaler": self.scaler.state_dict()} if self.scaler is not None else {}),
             **ranks,
         }
 
@@ -263,6 +311,8 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["sampler"])  # counts global batches: right on any world size
+        if self.scaler is not None and "scaler" in state:  # a run that trained in another precision has none
+            self.scaler.load_state_dict(state["scaler"])
         self.progress = Progress(**state["progress"])
         if state.get("world_size", 1) == self.world.size:
             rng = state["rank_rng"][self.world.rank] if self.world.distributed else state["rng"]
@@ -379,11 +429,12 @@ class Trainer:
         agreed = self.world.any_of(list(reasons.values()))
         return next((reason for reason, stop in zip(reasons, agreed, strict=True) if stop), None)
 
-    def train_step(self) -> tuple[float, int]:
-        """One optimizer step over ``accum_steps`` batches per rank -> (mean loss per token, target tokens).
+    def train_step(self) -> TrainStep:
+        """One optimizer step over ``accum_steps`` batches per rank.
 
         Of the ``accum_steps × world.size`` batches drawn, this rank trains on every world.size-th;
         losses are divided by the target tokens of all of them (``seq2seq.train.distributed``).
+        A float16 step whose gradients overflowed is skipped: ``progress.step`` stays.
         """
         sampler_before, rng_before = self.sampler.state_dict(), torch.get_rng_state()
         world, start = self.world, self.cfg.model.decoder_start_id
@@ -398,7 +449,8 @@ class Trainer:
             total = 0.0
             for batch in batches:
                 loss = batch_loss(self.weights.work, batch, self.tc.label_smoothing, self.train_autocast)
-                (loss / tokens).backward()
+                scaled = loss / tokens
+                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
                 self.weights.collect_grads()  # per batch: accumulating in float32, not in the bf16 copy
                 total += loss.item()
         except KeyboardInterrupt:  # the step never happened: rewind so that resume repeats it
@@ -412,9 +464,16 @@ class Trainer:
         # The update is all-or-nothing, so a checkpoint never holds half of it. A data-parallel run
         # takes signals as a flag (see fit): nothing to defer.
         with stop_deferred() if not world.distributed else nullcontext():
-            optimizer_update(self.weights, self.optimizer, self.scheduler, self.tc.clip_norm)
-            self.progress.step += 1
-        return total / tokens, tokens
+            update = optimizer_update(self.weights, self.optimizer, self.scheduler, self.tc.clip_norm, self.scaler)
+            if update.applied:
+                self.progress.step += 1
+        self.skipped_in_a_row = 0 if update.applied else self.skipped_in_a_row + 1
+        if self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+            raise UserError(
+                f"train.precision=fp16: the gradients overflowed float16 in {MAX_SKIPPED_IN_A_ROW} steps in a row "
+                f"after step {self.progress.step}; train in bf16-autocast or float32, or lower train.lr"
+            )
+        return TrainStep(total / tokens, tokens, update)
 
     def fit(self, quiet: bool = False) -> Path:
         """Train until a stop condition; returns the run directory.
@@ -446,18 +505,20 @@ class Trainer:
         self.weights.work.train()
         started, elapsed_before = time.perf_counter(), p.elapsed
         validated_at = p.step if resumed else -1
-        with RunLog(self.run_dir, tc.max_steps, p.step, quiet or not main, records=main) as log:
+        with RunLog(self.run_dir, tc.max_steps, p.step, quiet or not main, main, tc.tensorboard) as log:
             log.summary(self.data.report, model)
             if self.mix:
                 log.line(f"data mix: {self.mix.describe()}")
             try:
                 while (reason := self._stop_reason(started, elapsed_before)) is None:
-                    loss, tokens = self.train_step()
+                    loss, tokens, update = self.train_step()
                     # One clock for all ranks: the schedule reads it, and their weights must stay equal.
                     p.elapsed = self.world.max(elapsed_before + time.perf_counter() - started)
+                    if not update.applied:  # no step was made: nothing to log or validate
+                        continue
                     left = f"{max(tc.max_minutes * 60 - p.elapsed, 0) / 60:.0f}m left" if tc.max_minutes else ""
                     lr = self.scheduler.get_last_lr()[0]
-                    log.step(p.step, loss, tokens, lr, self.sampler.epoch, p.elapsed / 60, left)
+                    log.step(p.step, loss, tokens, lr, self.sampler.epoch, p.elapsed / 60, left, update.grad_norm)
                     if p.step % tc.eval_every == 0:
                         self._validate_and_save(log)
                         validated_at = p.step

@@ -19,8 +19,10 @@ from seq2seq.config import DecodeConfig, load_config
 from seq2seq.data.batching import Batch
 from seq2seq.decode.batched import search_ids
 from seq2seq.decode.loader import load_model
+from seq2seq.device import cuda_has_native_bf16
 from seq2seq.model.layers import Dropout
 from seq2seq.train.loss import projected_cross_entropy
+from seq2seq.train.precision import TRAIN_AUTOCAST
 from seq2seq.train.trainer import Trainer, batch_loss, dev_loss
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -53,7 +55,7 @@ def test_a_training_step_runs_on_fused_attention_kernels(precision, head_dim):
 
     def step() -> None:
         with sdpa_kernel(FUSED):
-            batch_loss(model, batch, 0.1, precision == "bf16-autocast").backward()
+            batch_loss(model, batch, 0.1, TRAIN_AUTOCAST.get(precision)).backward()
 
     ops = _sdpa_ops(step)
     assert any(kind in op for op in ops for kind in ("flash", "efficient", "cudnn")), ops
@@ -109,10 +111,12 @@ def test_trains_on_cuda_in_bf16_and_the_checkpoint_loads_on_a_cpu(tmp_path, monk
     monkeypatch.chdir(REPO)  # the toy config names its corpus relative to the repository
     cfg = _toy(tmp_path, "run", "train.precision=auto", "train.max_steps=60", "train.eval_every=60")
     trainer = Trainer(cfg)
-    assert trainer.device.type == "cuda" and trainer.precision == "bf16-autocast"
-    initial = dev_loss(trainer.model, trainer.data.dev, cfg.data.batch_tokens, trainer.device, True)
+    assert trainer.device.type == "cuda"
+    assert trainer.precision == ("bf16-autocast" if cuda_has_native_bf16() else "fp16")
+    initial = dev_loss(trainer.model, trainer.data.dev, cfg.data.batch_tokens, trainer.device, trainer.eval_autocast)
     trainer.fit(quiet=True)
-    assert dev_loss(trainer.model, trainer.data.dev, cfg.data.batch_tokens, trainer.device, True) < 0.75 * initial
+    final = dev_loss(trainer.model, trainer.data.dev, cfg.data.batch_tokens, trainer.device, trainer.eval_autocast)
+    assert final < 0.75 * initial
 
     on_cpu, _, _ = load_model(tmp_path / "run", CPU)
     on_gpu, _, _ = load_model(tmp_path / "run", CUDA)

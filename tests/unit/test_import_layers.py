@@ -1,8 +1,12 @@
 """The packages of ``seq2seq`` form layers (see ``seq2seq/__init__.py``): a module imports only from its
 own package or from a package of a lower layer, and no chain of imports, lazy ones inside functions
-included, comes back to where it started. Parsed from the source, so nothing is imported to check it."""
+included, comes back to where it started. Parsed from the source, so nothing is imported to check it;
+one test imports ``seq2seq.config`` in a fresh interpreter to show that the package's lazy exports of
+the Python API (the one import that runs upward) load nothing on the way."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,8 +24,12 @@ LAYERS = {
     "explain": 5,
     "serve": 6,
     "cli": 7,
+    "api": 8,  # one module, seq2seq/api.py: the Python API
 }
 ENTRY_POINTS = {"seq2seq.__main__": "cli"}  # ``python -m seq2seq`` runs the command line
+# The package's PEP 562 ``__getattr__`` imports the API on first use of ``seq2seq.load``: after every layer is
+# importable, so this upward import is allowed, and test_the_config_imports_no_layer shows it stays lazy.
+LAZY_EXPORTS = {("seq2seq", "seq2seq.api")}
 
 
 def module_name(path: Path) -> str:
@@ -64,7 +72,7 @@ def wrong_way(graph: dict[str, set[str]]) -> list[str]:
         here = package_of(module)
         for target in sorted(imported):
             there = package_of(target)
-            if there != here and LAYERS[there] >= LAYERS[here]:
+            if there != here and LAYERS[there] >= LAYERS[here] and (module, target) not in LAZY_EXPORTS:
                 bad.append(f"{module} ({here or 'top'}) imports {target} ({there or 'top'})")
     return bad
 
@@ -90,7 +98,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_every_package_has_a_layer():
     packages = {p.parent.name for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE}
-    assert packages == set(LAYERS) - {""}
+    assert packages == set(LAYERS) - {"", "api"} and (PACKAGE / "api.py").is_file()
 
 
 def test_imports_run_one_way():
@@ -101,6 +109,22 @@ def test_imports_run_one_way():
 
 def test_no_import_cycles():
     assert cycles(import_graph()) == []
+
+
+def test_the_config_imports_no_layer():
+    """``import seq2seq.config`` (what a tool reading configs needs) loads neither torch nor any layer below
+    the top, the API included."""
+    probe = (
+        "import sys, seq2seq.config; "
+        "print(sorted(m for m in sys.modules if m == 'torch' or "
+        "m.startswith('seq2seq.') and m.split('.')[1] in sys.argv[1:]))"
+    )
+    layers = [name for name in LAYERS if name]
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *layers], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
+    )
+    assert result.stdout.strip() == "[]"
+    assert "model" in layers and "api" in layers  # the probe asked about every layer
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,14 @@ import torch
 
 import seq2seq.device as device
 from seq2seq.config import config_from_dict
-from seq2seq.device import available_cpus, cpu_has_fast_bf16, decode_precision, resolve_device, resolve_precision
+from seq2seq.device import (
+    available_cpus,
+    cpu_has_fast_bf16,
+    cuda_has_native_bf16,
+    decode_precision,
+    resolve_device,
+    resolve_precision,
+)
 from seq2seq.errors import UserError
 
 CPU = torch.device("cpu")
@@ -30,10 +37,29 @@ def test_auto_on_cpu_is_bf16_only_with_native_bf16(monkeypatch, fast):
     assert decode_precision("bf16", CPU) == "bf16"
 
 
-@pytest.mark.parametrize("supported", [True, False])
-def test_auto_on_cuda_autocasts(monkeypatch, supported):
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
-    assert resolve_precision("auto", torch.device("cuda")) == ("bf16-autocast" if supported else "float32")
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_on_cuda_is_bf16_autocast_where_native_else_fp16(monkeypatch, native):
+    """A GPU that only emulates bf16 (torch says yes unless asked ``including_emulation=False``) trains in fp16
+    and decodes in float32."""
+    asked = []
+
+    def is_bf16_supported(including_emulation: bool = True) -> bool:
+        asked.append(including_emulation)
+        return native or including_emulation
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    cuda = torch.device("cuda")
+    assert resolve_precision("auto", cuda) == ("bf16-autocast" if native else "fp16")
+    assert decode_precision("auto", cuda) == ("bf16" if native else "float32")
+    assert set(asked) == {False}
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_torch_without_the_emulation_argument_is_asked_plainly(monkeypatch, native):
+    """Before ``including_emulation`` existed, ``is_bf16_supported()`` counted native bf16 only."""
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: native)
+    assert cuda_has_native_bf16() is native
+    assert resolve_precision("auto", torch.device("cuda")) == ("bf16-autocast" if native else "fp16")
 
 
 @pytest.mark.parametrize(("cuda", "mps", "chosen"), [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")])

@@ -43,7 +43,7 @@ def _toy(run_dir: Path, cache: Path, *overrides: str):
 def test_loss_decreases(tmp_path, toy_cache, precision):
     cfg = _toy(tmp_path / "run", toy_cache, "train.max_steps=60", "train.eval_every=60", f"train.precision={precision}")
     trainer = Trainer(cfg)
-    initial = dev_loss(trainer.model, trainer.data.dev, cfg.data.batch_tokens, trainer.device, False)
+    initial = dev_loss(trainer.model, trainer.data.dev, cfg.data.batch_tokens, trainer.device, None)
     assert initial > 0.9 * math.log(trainer.data.tokenizer.tgt_vocab_size)  # an untrained model guesses
     trainer.fit(quiet=True)
     records = metrics_records(tmp_path / "run")
@@ -122,6 +122,86 @@ def test_bf16_master_weights_resume_exactly_and_checkpoint_float32(tmp_path, toy
     for path in ("last.pt", "best.pt"):
         weights = load_checkpoint(tmp_path / "b" / path)["model"]
         assert all(t.dtype == torch.float32 for t in weights.values() if t.is_floating_point())
+
+
+# float16 on the CPU is emulated and slow: a narrower model keeps these steps quick.
+FP16 = ["train.precision=fp16", "model.d_model=32", "model.ffn_dim=64", "train.eval_every=3", "train.eval_sentences=1"]
+
+
+def test_fp16_resumes_exactly_with_its_loss_scale(tmp_path, toy_cache):
+    """precision fp16: float16 autocast and a GradScaler; 2 steps + resume to 4 == 4 straight, because last.pt
+    carries the scaler's state (its growth tracker counts the steps since the last change of scale)."""
+    fp16 = [*FP16, "train.eval_every=2"]
+    straight = Trainer(_toy(tmp_path / "a", toy_cache, "train.max_steps=4", *fp16))
+    assert straight.train_autocast == straight.eval_autocast == torch.float16 and straight.scaler.is_enabled()
+    straight.fit(quiet=True)
+    Trainer(_toy(tmp_path / "b", toy_cache, "train.max_steps=2", *fp16)).fit(quiet=True)
+    saved = load_checkpoint(tmp_path / "b" / "last.pt")["scaler"]
+    assert saved["_growth_tracker"] == 2 and saved["scale"] == straight.scaler.state_dict()["scale"]
+    resumed = Trainer(_toy(tmp_path / "b", toy_cache, "train.max_steps=4", *fp16))
+    resumed.fit(quiet=True)
+    _assert_same_training_state(straight, resumed)
+    assert resumed.scaler.state_dict() == straight.scaler.state_dict()
+    assert resumed.scaler.state_dict()["_growth_tracker"] == 4
+
+
+def _overflow_on(monkeypatch, calls: set[int]) -> list[int]:
+    """Make the training passes numbered in ``calls`` (1-based) overflow: their loss times inf, so their
+    gradients hold inf and NaN. Returns the list that counts the training passes."""
+    real, count = train_module.batch_loss, []
+
+    def overflowing(model, *args):
+        loss = real(model, *args)
+        if not model.training:  # validation's dev loss
+            return loss
+        count.append(1)
+        return loss * float("inf") if len(count) in calls else loss
+
+    monkeypatch.setattr(train_module, "batch_loss", overflowing)
+    return count
+
+
+def test_an_fp16_overflow_skips_the_update_the_schedule_and_the_step(tmp_path, toy_cache, monkeypatch):
+    trainer = Trainer(_toy(tmp_path / "run", toy_cache, "train.max_steps=3", *FP16))
+    _overflow_on(monkeypatch, {2})
+    assert trainer.train_step().update.applied and trainer.progress.step == 1
+    weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    moments = {k: {n: t.clone() for n, t in v.items()} for k, v in trainer.optimizer.state_dict()["state"].items()}
+    lr, scale = trainer.scheduler.get_last_lr(), trainer.scaler.get_scale()
+
+    skipped = trainer.train_step()
+    assert not skipped.update.applied and not torch.isfinite(skipped.update.grad_norm)
+    assert trainer.progress.step == 1 and trainer.scheduler.get_last_lr() == lr
+    assert trainer.scaler.get_scale() == scale / 2
+    for name, tensor in trainer.model.state_dict().items():
+        assert torch.equal(tensor, weights[name]), name
+    for key, state in trainer.optimizer.state_dict()["state"].items():  # the moments and the step count stay
+        for name, tensor in state.items():
+            assert torch.equal(tensor, moments[key][name]), (key, name)
+
+    after = trainer.train_step()
+    assert after.update.applied and torch.isfinite(after.update.grad_norm) and trainer.progress.step == 2
+    assert trainer.scheduler.get_last_lr() != lr
+
+
+def test_fp16_max_steps_counts_updates_made(tmp_path, toy_cache, monkeypatch):
+    """A skipped step is neither logged nor validated: validation at steps 3 and 6 once each, after 7 passes."""
+    passes = _overflow_on(monkeypatch, {3})
+    trainer = Trainer(_toy(tmp_path / "run", toy_cache, "train.max_steps=6", *FP16))
+    trainer.fit(quiet=True)
+    assert trainer.progress.step == 6 and len(passes) == 7
+    assert [r["step"] for r in metrics_records(tmp_path / "run") if "dev_loss" in r] == [3, 6]
+
+
+def test_fp16_that_overflows_every_step_stops_with_a_one_line_error(tmp_path, toy_cache, monkeypatch):
+    from seq2seq.errors import UserError
+
+    passes = _overflow_on(monkeypatch, set(range(1, 100)))
+    monkeypatch.setattr(train_module, "MAX_SKIPPED_IN_A_ROW", 3)  # 24 in earnest; each overflowing pass is slow
+    trainer = Trainer(_toy(tmp_path / "run", toy_cache, "train.max_steps=50", *FP16))
+    with pytest.raises(UserError, match=r"overflowed float16 in 3 steps in a row after step 0; train in bf16"):
+        trainer.fit(quiet=True)
+    assert len(passes) == 3 and trainer.progress.step == 0
 
 
 def test_interrupt_inside_a_step_is_repeated_on_resume(tmp_path, toy_cache, straight_run, monkeypatch):

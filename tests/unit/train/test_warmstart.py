@@ -115,8 +115,8 @@ def test_fine_tuning_starts_from_a_marian_directory(tmp_path, marian_dir):
     assert all(torch.equal(state[name], tensor) for name, tensor in model.state_dict().items())
     batch = trainer.data.train.batch(torch.arange(4), trainer.cfg.model.decoder_start_id)
     assert (batch.tgt_in[:, 0] == PAD).all()
-    loss, tokens = trainer.train_step()
-    assert tokens > 0 and math.isfinite(loss)
+    step = trainer.train_step()
+    assert step.tokens > 0 and math.isfinite(step.loss)
 
 
 def test_a_marian_directory_with_another_model_section_is_refused(tmp_path, marian_dir):
