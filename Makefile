@@ -20,7 +20,7 @@ CONFIG ?= zh-en
 # What make train installs beside the runtime: the zh-en recipe converts Chinese to simplified script (zh) and
 # reads the HSK corpus (hsk). make test installs every extra, so the tests of each capability run.
 TRAIN_EXTRAS ?= zh,hsk
-TEST_EXTRAS ?= dev,ct2,zh,lexicon,serve,hsk,hf
+TEST_EXTRAS ?= dev,ct2,zh,lexicon,serve,hsk,hf,tensorboard
 
 .PHONY: train test lint data lexicon bench clean
 
