@@ -1,6 +1,6 @@
 """The CUDA paths, where a GPU is: training runs on SDPA's fused kernels, the fused loss and
-dropout are right on the GPU, training and resuming work on CUDA, checkpoints load on a CPU,
-and decoding on the GPU gives the CPU's output.
+dropout are right on the GPU, training and resuming work on CUDA (in float16 with loss scaling
+too), checkpoints load on a CPU, and decoding on the GPU gives the CPU's output.
 
 CI has no GPU, so there this module is reported as skipped; on a GPU machine
 ``python -m pytest tests/system/test_cuda.py`` runs it (docs/benchmarks.md records its last run).
@@ -15,15 +15,15 @@ from conftest import END, PAD, TOY, VOCAB, build_tiny_model, random_batch, run_t
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from seq2seq.checkpoint import load_checkpoint
-from seq2seq.config import DecodeConfig, load_config
+from seq2seq.config import DecodeConfig, TrainConfig, load_config
 from seq2seq.data.batching import Batch
 from seq2seq.decode.batched import search_ids
 from seq2seq.decode.loader import load_model
 from seq2seq.device import cuda_has_native_bf16
 from seq2seq.model.layers import Dropout
 from seq2seq.train.loss import projected_cross_entropy
-from seq2seq.train.precision import TRAIN_AUTOCAST
-from seq2seq.train.trainer import Trainer, batch_loss, dev_loss
+from seq2seq.train.precision import TRAIN_AUTOCAST, MasterWeights
+from seq2seq.train.trainer import Trainer, adamw, batch_loss, dev_loss, optimizer_update
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -47,7 +47,7 @@ def _sdpa_ops(fn) -> set[str]:
     return {event.key for event in prof.key_averages() if "scaled_dot_product" in event.key}
 
 
-@pytest.mark.parametrize("precision", ["bf16-autocast", "float32"])
+@pytest.mark.parametrize("precision", ["bf16-autocast", "fp16", "float32"])
 @pytest.mark.parametrize("head_dim", [None, 64])  # d_model / heads = 8, and the recipe's 64
 def test_a_training_step_runs_on_fused_attention_kernels(precision, head_dim):
     model = build_tiny_model(attention="auto", dropout=0.1, head_dim=head_dim).to(CUDA).train()
@@ -140,6 +140,55 @@ def test_resume_on_cuda_continues_where_it_stopped(tmp_path, monkeypatch):
     a, b = straight.model.state_dict(), resumed.model.state_dict()
     for name in a:
         torch.testing.assert_close(b[name], a[name], atol=1e-4, rtol=0, msg=name)
+
+
+def test_fp16_trains_on_cuda_and_resumes_with_its_loss_scale(tmp_path, monkeypatch):
+    """precision fp16: float16 autocast and a GradScaler; the dev loss falls, and 30 steps + resume to 60
+    ends where 60 straight do, the scaler's state (scale, steps since its last change) restored from last.pt.
+
+    Weights to a loose tolerance: float16 rounds each product, and GPU kernels may sum in another order."""
+    monkeypatch.chdir(REPO)
+    fixed = ["train.precision=fp16", "train.eval_every=30"]
+    straight = Trainer(_toy(tmp_path, "a", "train.max_steps=60", *fixed))
+    assert straight.train_autocast == straight.eval_autocast == torch.float16 and straight.scaler.is_enabled()
+    initial = dev_loss(straight.model, straight.data.dev, straight.cfg.data.batch_tokens, CUDA, torch.float16)
+    straight.fit(quiet=True)
+    final = dev_loss(straight.model, straight.data.dev, straight.cfg.data.batch_tokens, CUDA, torch.float16)
+    assert final < 0.75 * initial
+    Trainer(_toy(tmp_path, "b", "train.max_steps=30", *fixed)).fit(quiet=True)
+    assert load_checkpoint(tmp_path / "b" / "last.pt")["scaler"]["scale"] > 0
+    resumed = Trainer(_toy(tmp_path, "b", "train.max_steps=60", *fixed))
+    resumed.fit(quiet=True)
+    assert resumed.progress.step == 60
+    assert resumed.scaler.state_dict() == straight.scaler.state_dict()
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], atol=2e-2, rtol=0, msg=name)
+
+
+def test_an_fp16_overflow_on_cuda_changes_no_weight_moment_or_schedule():
+    """The fused AdamW kernel skips the update itself when the scaler found an inf (no host-side skip)."""
+    model = build_tiny_model().to(CUDA).train()
+    weights, optimizer = MasterWeights(model, bf16=False), adamw(model.parameters(), TrainConfig(max_steps=1))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
+    scaler, batch = torch.amp.GradScaler("cuda"), _training_batch().to(CUDA)
+
+    def step(factor: float):
+        scaler.scale(batch_loss(model, batch, 0.1, torch.float16) / batch.tokens * factor).backward()
+        return optimizer_update(weights, optimizer, scheduler, 1.0, scaler)
+
+    assert step(1.0).applied
+    params = {k: v.clone() for k, v in model.state_dict().items()}
+    moments = {k: {n: t.clone() for n, t in v.items()} for k, v in optimizer.state_dict()["state"].items()}
+    lr, scale = scheduler.get_last_lr(), scaler.get_scale()
+    skipped = step(float("inf"))
+    assert not skipped.applied and scheduler.get_last_lr() == lr and scaler.get_scale() == scale / 2
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, params[name]), name
+    for key, state in optimizer.state_dict()["state"].items():
+        for name, tensor in state.items():
+            assert torch.equal(tensor, moments[key][name]), (key, name)
+    assert step(1.0).applied and scheduler.get_last_lr() != lr
 
 
 @pytest.mark.parametrize("beam", [1, 5])
