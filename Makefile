@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make train   fetch the corpus, train the zh->en model (configs/zh-en.yaml)
 #   make test    run the test suite
+#   make docs    build the docs site into site/ (mkdocs.yml; --strict: a broken link fails)
 # Both create .venv and install what they need on first use.
 
 PYTHON ?= python3
@@ -17,13 +18,13 @@ SEQ2SEQ_HSK_LOCAL ?= $(wildcard ../shared/data/hsk-zh-en)
 FETCH_FLAGS ?=
 CONFIG ?= configs/zh-en.yaml
 
-.PHONY: train test lint data lexicon bench clean
+.PHONY: train test lint docs data lexicon bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,ct2,zh,lexicon,serve,hsk,hf]" "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev,docs,ct2,zh,lexicon,serve,hsk,hf]" "$(TORCH)"
 	touch $@
 
 data/tatoeba-cmn-eng/all.zh: | $(BIN)/.installed
@@ -58,5 +59,8 @@ bench: $(BIN)/.installed data
 lint: $(BIN)/.installed
 	$(BIN)/ruff check seq2seq tests scripts
 
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) data/cache runs
+	rm -rf $(VENV) data/cache runs site
