@@ -206,7 +206,7 @@ def main() -> None:
     except OSError as err:
         print(f"refresh_examples: error: {err.filename}: {err.strerror}", file=sys.stderr)
         raise SystemExit(2) from None
-    raise SystemExit(0 if all(current) else 1)
+    raise SystemExit(1 if args.check and not all(current) else 0)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def test_a_link_the_site_cannot_resolve_fails_the_build(tmp_path, link, complain
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "index.md").write_text(f"# Home\n\nSee {link}.\n", encoding="utf-8")
-    settings.update(docs_dir=str(docs), nav=[{"Home": "index.md"}], hooks=[])
+    settings.update(docs_dir=str(docs), nav=[{"Home": "index.md"}], hooks=[], theme={"name": "mkdocs"})  # faster
     config = tmp_path / "mkdocs.yml"
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     done = _build(config, tmp_path / "site")
