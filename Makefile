@@ -1,8 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
 #   make train   fetch the corpus, train the zh->en model (the zh-en recipe, seq2seq/recipes/zh-en.yaml)
 #   make test    run the test suite
-# Both create .venv on first use: train installs the runtime and the extras the recipe needs, test adds the
-# dev tools and every other extra (docs/install.md has the plain pip commands).
+#   make docs    build the docs site into site/ (mkdocs.yml; --strict: a broken link fails)
+# They create .venv on first use: train installs the runtime and the extras the recipe needs, test and docs add
+# the dev tools and every other extra (docs/install.md has the plain pip commands).
 
 PYTHON ?= python3
 VENV := .venv
@@ -20,9 +21,9 @@ CONFIG ?= zh-en
 # What make train installs beside the runtime: the zh-en recipe converts Chinese to simplified script (zh) and
 # reads the HSK corpus (hsk). make test installs every extra, so the tests of each capability run.
 TRAIN_EXTRAS ?= zh,hsk
-TEST_EXTRAS ?= dev,ct2,zh,lexicon,serve,hsk,hf,tensorboard
+TEST_EXTRAS ?= dev,docs,ct2,zh,lexicon,serve,hsk,hf,tensorboard
 
-.PHONY: train test lint data lexicon bench clean
+.PHONY: train test lint docs data lexicon bench clean
 
 $(BIN)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,5 +69,8 @@ bench: $(BIN)/.dev data
 lint: $(BIN)/.dev
 	$(BIN)/ruff check seq2seq tests scripts
 
+docs: $(BIN)/.dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) data/cache runs
+	rm -rf $(VENV) data/cache runs site

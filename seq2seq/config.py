@@ -69,7 +69,7 @@ Script = Literal["keep", "simplified", "traditional"]
 class CorpusConfig:
     """One corpus of several (``data.corpora``): its files, a name for reports and errors, a sampling weight."""
 
-    name: str = "corpus"
+    name: str = "corpus"  # what reports, the training log and errors call it
     src: str | None = None  # line-aligned source file, or ...
     tgt: str | None = None  # ... target file
     tsv: str | None = None  # ... one TSV file with both sides
