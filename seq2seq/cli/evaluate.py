@@ -29,7 +29,7 @@ from seq2seq.decode.ctranslate2 import require_exported
 from seq2seq.decode.loader import require_model
 from seq2seq.decode.translator import Translator
 from seq2seq.errors import UserError
-from seq2seq.evaluate.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, BucketScore, bucket_scores
+from seq2seq.evaluate.breakdown import NOVELTY_BUCKETS, BucketScore, bucket_scores, length_buckets, source_lengths
 from seq2seq.evaluate.compare import compare
 from seq2seq.evaluate.metrics import DEFAULT_TOKENIZER, bleu_metric, configured_tokenizer, corpus_scores
 
@@ -127,8 +127,8 @@ def _breakdown(
     sources = read_lines(src_path, "--src")
     if len(sources) != len(hypotheses):
         return {}
-    lengths = [len(normalize(s)) for s in sources]
-    result = {"by_length": bucket_scores(hypotheses, references, lengths, LENGTH_BUCKETS, tokenize)}
+    unit, lengths = source_lengths([normalize(s) for s in sources])
+    result = {"by_length": bucket_scores(hypotheses, references, lengths, length_buckets(unit), tokenize)}
     novelty = _novelty_for(run_dir, src_path, len(sources))
     if novelty is not None:
         result["by_novelty"] = bucket_scores(hypotheses, references, novelty, NOVELTY_BUCKETS, tokenize)

@@ -4,7 +4,8 @@ A corpus-level score hides where a model fails. Tatoeba repeats itself, so a tes
 may have a near-twin in training; the novelty buckets (``seq2seq.data.neardup`` similarity of a
 test source to its closest training source, written at prepare time as ``test.novelty``)
 separate recall of the corpus from translation of new sentences, and the length buckets show
-how a model copes with longer input.
+how a model copes with longer input: in characters for a source written without spaces between its
+words (Chinese, Japanese), in words otherwise, where a character count says little.
 """
 
 import math
@@ -18,7 +19,20 @@ NOVELTY_BUCKETS = (
     (f"similar ({NOVEL}-{NEAR_DUPLICATE})", NOVEL, NEAR_DUPLICATE),
     (f"near-duplicate (>= {NEAR_DUPLICATE})", NEAR_DUPLICATE, math.inf),
 )
-LENGTH_BUCKETS = (("1-6 chars", 0, 7), ("7-12 chars", 7, 13), ("13+ chars", 13, math.inf))
+
+
+def length_buckets(unit: str) -> tuple[tuple[str, float, float], ...]:
+    """Short, middling and long sources, ``unit`` (chars or words) naming what the lengths count."""
+    return ((f"1-6 {unit}", 0, 7), (f"7-12 {unit}", 7, 13), (f"13+ {unit}", 13, math.inf))
+
+
+def source_lengths(sources: list[str]) -> tuple[str, list[int]]:
+    """The unit of the length buckets and each source's length in it: characters when most sources hold no
+    space (a language written without spaces between words), else words."""
+    spaced = sum(" " in source.strip() for source in sources)
+    if 2 * spaced <= len(sources):
+        return "chars", [len(source) for source in sources]
+    return "words", [len(source.split()) for source in sources]
 
 
 @dataclass

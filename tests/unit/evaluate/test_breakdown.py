@@ -9,7 +9,7 @@ from conftest import run_cli, write_lines
 from seq2seq.cli import main
 from seq2seq.data.corpus import normalize
 from seq2seq.data.neardup import NEAR_DUPLICATE, NOVEL, closest_similarity
-from seq2seq.evaluate.breakdown import LENGTH_BUCKETS, NOVELTY_BUCKETS, bucket_scores
+from seq2seq.evaluate.breakdown import NOVELTY_BUCKETS, bucket_scores, length_buckets, source_lengths
 from seq2seq.evaluate.metrics import corpus_scores
 
 
@@ -25,8 +25,8 @@ def test_buckets_score_their_own_sentences():
     ]
     assert got[2].bleu == pytest.approx(100.0)
     assert got[0].bleu == pytest.approx(corpus_scores([hyps[2]], [refs[2]]).bleu)
-    assert bucket_scores(hyps, refs, [3, 3, 3, 3], LENGTH_BUCKETS)[0].sentences == 4  # empty buckets left out
-    assert len(bucket_scores(hyps, refs, [3, 3, 3, 3], LENGTH_BUCKETS)) == 1
+    assert bucket_scores(hyps, refs, [3, 3, 3, 3], length_buckets("chars"))[0].sentences == 4  # empty buckets left out
+    assert len(bucket_scores(hyps, refs, [3, 3, 3, 3], length_buckets("chars"))) == 1
 
 
 def test_run_dir_novelty_is_the_closest_training_similarity(toy_run, toy_pairs):
@@ -45,7 +45,7 @@ def test_evaluate_reports_novelty_and_length_buckets(toy_run, tmp_path):
     record = json.loads(result.stdout)
     assert sum(b["sentences"] for b in record["by_novelty"]) == record["sentences"] == 100
     assert sum(b["sentences"] for b in record["by_length"]) == 100
-    assert {b["bucket"] for b in record["by_length"]} <= {label for label, _, _ in LENGTH_BUCKETS}
+    assert {b["bucket"] for b in record["by_length"]} <= {label for label, _, _ in length_buckets("chars")}
     text = run_cli("evaluate", "--model", str(toy_run), "--device", "cpu")
     assert "by novelty" in text.stdout and "by source length" in text.stdout
     # a test set from elsewhere has no known novelty, but still a length breakdown
@@ -65,7 +65,7 @@ def test_bucket_edges_belong_to_the_bucket_above():
         hyps, refs, [0.0, NOVEL - 1e-9, NOVEL, NEAR_DUPLICATE - 1e-9, NEAR_DUPLICATE, 1.0], NOVELTY_BUCKETS
     )
     assert [b.sentences for b in novelty] == [2, 2, 2]
-    lengths = bucket_scores(hyps, refs, [1, 6, 7, 12, 13, 400], LENGTH_BUCKETS)
+    lengths = bucket_scores(hyps, refs, [1, 6, 7, 12, 13, 400], length_buckets("chars"))
     assert [(b.label, b.sentences) for b in lengths] == [("1-6 chars", 2), ("7-12 chars", 2), ("13+ chars", 2)]
 
 
@@ -86,7 +86,8 @@ def test_evaluate_bucket_scores_are_those_of_the_bucket_sentences(toy_run, tmp_p
     hyp = write_lines(tmp_path / "hyp.txt", hypotheses)
     record = _evaluate_json(capsys, "--model", str(toy_run), "--hyp", str(hyp))
     lengths = [len(normalize(s)) for s in sources]
-    for name, values, buckets in (("by_novelty", novelty, NOVELTY_BUCKETS), ("by_length", lengths, LENGTH_BUCKETS)):
+    by_length = length_buckets("chars")
+    for name, values, buckets in (("by_novelty", novelty, NOVELTY_BUCKETS), ("by_length", lengths, by_length)):
         expected = []
         for label, low, high in buckets:
             chosen = [i for i, v in enumerate(values) if low <= v < high]
@@ -120,3 +121,10 @@ def test_a_test_novelty_of_the_wrong_length_is_not_used(toy_run, tmp_path, capsy
         assert "by_novelty" not in record and sum(b["sentences"] for b in record["by_length"]) == len(values)
     write_lines(run / "test.novelty", values)
     assert "by_novelty" in _evaluate_json(capsys, "--model", str(run), "--hyp", str(hyp))  # guard: the copy has them
+
+
+def test_lengths_count_characters_of_unspaced_sources_and_words_of_spaced_ones():
+    assert source_lengths(["我想喝一杯咖啡。", "他昨天去了北京。", "Tom 来了。"]) == ("chars", [8, 8, 7])
+    english = ["He went to Beijing yesterday.", "My brother reads a book every evening.", "Hi."]
+    assert source_lengths(english) == ("words", [5, 7, 1])
+    assert [label for label, _, _ in length_buckets("words")] == ["1-6 words", "7-12 words", "13+ words"]
