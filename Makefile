@@ -57,8 +57,11 @@ lexicon: data/cedict/all.zh
 train: $(BIN)/.runtime data
 	$(BIN)/seq2seq train --config $(CONFIG)
 
+# One pytest worker per core (pytest-xdist): most tests run one thread each, and the session's toy model is
+# trained once per worker. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto
 test: $(BIN)/.dev
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS)
 
 # The training and decoding benchmarks at the settings of docs/benchmarks.md; the reports go to runs/bench/
 # (compare them with docs/bench_*.json, which a re-run meant to replace them updates by hand).
