@@ -57,7 +57,9 @@ class TimedModel(nn.Module):
 def profile(args: argparse.Namespace) -> dict[str, Any]:
     """One decode of the split under the timing proxy, one under cProfile -> the report dict."""
     set_threads(args.threads)
-    translator = load_translator([args.model], resolve_device(args.device), precision=args.precision)
+    translator = load_translator(
+        [args.model], resolve_device(args.device), precision=args.precision, threads=args.threads
+    )
     run_dir = Path(args.model) if Path(args.model).is_dir() else Path(args.model).parent
     sentences = read_lines(run_dir / f"{args.split}.src", args.split)[: args.sentences or None]
     sources = [translator.encode(s) for s in sentences]

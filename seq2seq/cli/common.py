@@ -49,6 +49,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a finite number > 0."""
     try:
@@ -114,6 +125,13 @@ def add_engine(p: argparse.ArgumentParser) -> None:
     )
     add_device(p)
     p.add_argument(
+        "--threads",
+        type=non_negative_int,
+        default=0,
+        help="CPU threads per batch (CTranslate2: with one worker); default 0: chosen per engine for the cores "
+        "this process may use (docs/benchmarks.md, Threads)",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -137,12 +155,13 @@ def model_paths(args: argparse.Namespace) -> list[str]:
     return args.model or [default_run_dir()]
 
 
-def load_for(args: argparse.Namespace, paths: list[str]) -> Translator:
+def load_for(args: argparse.Namespace, paths: list[str], workload: str = "batch") -> Translator:
     """The translator of ``--engine`` in ``--precision`` on ``--device`` (CTranslate2 runs on the CPU:
-    ``auto`` means cpu there) for ``paths`` (several: an ensemble)."""
+    ``auto`` means cpu there) with ``--threads`` for ``paths`` (several: an ensemble); ``workload``
+    (batch, request) picks the default threads (``seq2seq.decode.threads``)."""
     cpu_engine = args.engine == "ctranslate2" and args.device == "auto"
     device = resolve_device("cpu" if cpu_engine else args.device)
-    return load_translator(paths, device, args.set, args.precision, args.engine)
+    return load_translator(paths, device, args.set, args.precision, args.engine, args.threads, workload)
 
 
 def read_inputs(args: argparse.Namespace) -> list[str] | None:
