@@ -148,3 +148,26 @@ def test_bench_explain_times_the_report(tmp_path, toy_run):
     assert report["build_s"]["runs"] and 0 < report["build_s"]["min"] <= report["build_s"]["max"]
     assert report["first_build_s"] > 0 and report["page_bytes"] > report["json_bytes"] > 0
     assert report["source_pieces"] > 1 and "report of" in done.stdout
+
+
+def test_profile_decode_splits_model_search_and_python(tmp_path, toy_run):
+    out = tmp_path / "profile.json"
+    done = _run(
+        "scripts/profile_decode.py",
+        "--model",
+        str(toy_run),
+        "--sentences",
+        "6",
+        "--beam",
+        "2",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert 0 < report["model_share"] < 1 and report["decoder_calls"] > 0
+    ops = report["operators"]
+    assert 0 < ops["in_operators_seconds"] < ops["wall_seconds"] and 0 < ops["outside_operators_share"] < 1
+    assert ops["top"] and all(row["calls"] > 0 for row in ops["top"])
