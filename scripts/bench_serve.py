@@ -102,9 +102,7 @@ def main() -> None:
     device = resolve_device(args.device)
     set_threads(args.threads)
     # as serve loads it; --threads 0 leaves both to the decoding default (seq2seq.decode.threads)
-    translator = load_translator(
-        [args.model], device, precision=args.precision, threads=args.threads, workload="request"
-    )
+    translator = load_translator([args.model], device, precision=args.precision, threads=args.threads)
     port = free_port()
     server = start_server(args.model, port, ["--device", args.device, "--precision", args.precision], args.threads)
     rounds: list[dict] = []

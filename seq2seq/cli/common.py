@@ -128,7 +128,7 @@ def add_engine(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=non_negative_int,
         default=0,
-        help="CPU threads per batch (CTranslate2: with one worker); default 0: chosen per engine for the cores "
+        help="CPU threads per batch, one batch at a time; default 0: one thread per batch and one batch per core "
         "this process may use (docs/benchmarks.md, Threads)",
     )
     p.add_argument(
@@ -155,13 +155,12 @@ def model_paths(args: argparse.Namespace) -> list[str]:
     return args.model or [default_run_dir()]
 
 
-def load_for(args: argparse.Namespace, paths: list[str], workload: str = "batch") -> Translator:
+def load_for(args: argparse.Namespace, paths: list[str]) -> Translator:
     """The translator of ``--engine`` in ``--precision`` on ``--device`` (CTranslate2 runs on the CPU:
-    ``auto`` means cpu there) with ``--threads`` for ``paths`` (several: an ensemble); ``workload``
-    (batch, request) picks the default threads (``seq2seq.decode.threads``)."""
+    ``auto`` means cpu there) with ``--threads`` (``seq2seq.decode.threads``) for ``paths`` (several: an ensemble)."""
     cpu_engine = args.engine == "ctranslate2" and args.device == "auto"
     device = resolve_device("cpu" if cpu_engine else args.device)
-    return load_translator(paths, device, args.set, args.precision, args.engine, args.threads, workload)
+    return load_translator(paths, device, args.set, args.precision, args.engine, args.threads)
 
 
 def read_inputs(args: argparse.Namespace) -> list[str] | None:

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> None:
             "or pass --insecure to serve without a key"
         )
     model_path = args.model or default_run_dir()
-    translator = load_for(args, [model_path], workload="request")
+    translator = load_for(args, [model_path])
     app = create_app(
         translator,
         str(model_path),

@@ -11,8 +11,8 @@
   (``seq2seq.decode.ctranslate2``); precision ``auto`` runs the exported quantization,
   ``float32``/``bf16`` ask CTranslate2 to compute in that type.
 
-On the CPU each engine gets the threads ``seq2seq.decode.threads`` chooses for the workload
-(``threads`` > 0 overrides); on a GPU torch's CPU threads are left as they are.
+On the CPU each engine gets the threads ``seq2seq.decode.threads`` chooses (``threads`` > 0
+overrides); on a GPU torch's CPU threads are left as they are.
 """
 
 from collections.abc import Sequence
@@ -112,14 +112,13 @@ def load_translator(
     precision: str = "auto",
     engine: str = "torch",
     threads: int = 0,
-    workload: str = "batch",
 ) -> Translator:
     """A ready ``Translator`` for ``model_paths`` (several: an ensemble; ``overrides``: ``decode.key=value``),
-    with the CPU threads of ``seq2seq.decode.threads.decode_threads(engine, workload, threads)``."""
+    with the CPU threads of ``seq2seq.decode.threads.decode_threads(threads)``."""
     if precision not in DECODE_PRECISIONS:
         raise UserError(f"--precision {precision!r}: choose one of {', '.join(DECODE_PRECISIONS)}")
     engine_class(engine).require(ensembles=len(model_paths) > 1)
-    plan = decode_threads(engine, workload, threads)
+    plan = decode_threads(threads)
     if engine == "ctranslate2":
         if device.type != "cpu":
             raise UserError("--engine ctranslate2 runs on the CPU here; use --device cpu")
@@ -137,4 +136,5 @@ def load_translator(
         normalize_target=target_normalizer(cfg),
         config=cfg,
         threads=plan.intra if device.type == "cpu" else 0,
+        workers=plan.workers if device.type == "cpu" else 1,
     )

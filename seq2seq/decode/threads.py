@@ -1,17 +1,15 @@
-"""How many CPU threads a decode uses: the default of translate, evaluate, score and serve, per engine.
+"""How many CPU threads a decode uses: the default of translate, evaluate, score and serve, both engines.
 
 Two numbers decide it (``ThreadPlan``): ``intra``, the threads that share one batch's matrix
 products (torch's ``set_num_threads``, CTranslate2's ``intra_threads``), and ``workers``, the
-batches decoded at once (CTranslate2's ``inter_threads``; our decoder decodes one batch at a time,
-so it has one worker). The rule, measured on the recipe's model (docs/benchmarks.md, "Threads"):
+batches decoded at once (CTranslate2's ``inter_threads``; our decoder's search threads,
+``seq2seq.decode.batched.search_ids``). The rule, measured for both engines in float32, bf16 and
+int8, greedy and beam 5, a corpus and one sentence at a time (docs/benchmarks.md, "Threads"):
+**one intra-op thread per worker, one worker per core**. A decode's matrices are too small for
+several threads to share one without waiting on each other at every operator; separate batches
+on separate cores never wait. A single sentence is one batch, so it runs on one core either way.
 
-* CTranslate2: one thread per worker and one worker per core, for a batch decode and for a
-  request alike. A decode's matrices are too small for several threads to share one without
-  waiting on each other; separate batches on separate cores do not wait.
-* our decoder: one intra-op thread, whatever the precision, for the same reason; the cores
-  beyond the first stay free for the tokenizer, the server's event loop or another process.
-
-torch's inter-op pool is left alone: our decoding never forks work onto it.
+torch's inter-op pool is left alone: decoding never forks work onto it.
 
 An explicit count (``--threads N``) means N intra-op threads and one worker, as torch and
 CTranslate2 read such a number; ``OMP_NUM_THREADS`` in the environment counts as that explicit
@@ -25,8 +23,6 @@ from dataclasses import dataclass
 from seq2seq.device import available_cpus
 from seq2seq.errors import UserError
 
-WORKLOADS = ("batch", "request")  # many sentences at once (translate, evaluate, score) / a server's requests
-
 
 @dataclass(frozen=True)
 class ThreadPlan:
@@ -36,23 +32,12 @@ class ThreadPlan:
     workers: int = 1
 
 
-def default_plan(engine: str, cores: int, workload: str = "batch") -> ThreadPlan:
-    """The measured default for ``engine`` (torch or ctranslate2) on ``cores`` CPU cores (see the module doc)."""
-    if workload not in WORKLOADS:
-        raise ValueError(f"workload {workload!r}: choose one of {', '.join(WORKLOADS)}")
-    cores = max(cores, 1)
-    if engine == "ctranslate2":
-        return ThreadPlan(intra=1, workers=cores)
-    return ThreadPlan(intra=1)
+def default_plan(cores: int) -> ThreadPlan:
+    """The measured default on ``cores`` CPU cores: one thread per worker, one worker per core."""
+    return ThreadPlan(intra=1, workers=max(cores, 1))
 
 
-def decode_threads(
-    engine: str,
-    workload: str = "batch",
-    threads: int = 0,
-    cores: int | None = None,
-    environ: Mapping[str, str] = os.environ,
-) -> ThreadPlan:
+def decode_threads(threads: int = 0, cores: int | None = None, environ: Mapping[str, str] = os.environ) -> ThreadPlan:
     """``threads`` > 0: that many intra-op threads, one worker; else ``OMP_NUM_THREADS`` when set, else
     ``default_plan`` for the ``cores`` this process may use (``available_cpus`` when not given)."""
     if threads < 0:
@@ -61,7 +46,7 @@ def decode_threads(
         threads = _omp_threads(environ)
     if threads > 0:
         return ThreadPlan(intra=threads)
-    return default_plan(engine, available_cpus() if cores is None else cores, workload)
+    return default_plan(available_cpus() if cores is None else cores)
 
 
 def _omp_threads(environ: Mapping[str, str]) -> int:

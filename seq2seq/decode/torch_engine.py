@@ -53,6 +53,7 @@ class TorchTranslator(Translator):
         normalize_target: Callable[[str], str] = normalize,
         config: Config | None = None,
         threads: int = 0,
+        workers: int = 1,
     ) -> None:
         super().__init__(
             tokenizer, decode, device, model.cfg.max_positions, normalize_source, normalize_target, precision, config
@@ -60,7 +61,7 @@ class TorchTranslator(Translator):
         self.model = model
         self.search_model = copy.deepcopy(model).to(torch.bfloat16) if precision == "bf16" else model
         """The weights searches run on: ``model`` itself, or its bf16 copy."""
-        self.threads = threads
+        self.threads, self.workers = threads, workers
         """torch intra-op threads of every search on the CPU (``seq2seq.decode.threads``); 0: torch's as they are."""
 
     def _use_threads(self) -> None:
@@ -81,6 +82,7 @@ class TorchTranslator(Translator):
             sampler=options.sampler,
             prefixes=options.prefixes,
             constraints=options.constraints,
+            workers=self.workers,
         )
 
     def score(self, sentences: list[str], references: list[str]) -> list[ForcedScore]:
