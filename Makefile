@@ -67,7 +67,8 @@ bench: $(BIN)/.dev data
 	$(BIN)/python scripts/bench_train.py --config $(CONFIG) --set data.vocab_size=8000 --rounds 5 --round-tokens 20000 \
 		--out runs/bench/bench_train.json
 	$(BIN)/python scripts/bench_decode.py --model $(BENCH_MODEL) --threads 0 1 2 --rows ours-float32 ours-bf16 ct2-float32 \
-		ct2-int8 --repeats-translate 3 --latency-sentences 30 --skip-cli --out runs/bench/bench_threads.json
+		ct2-int8 --sentences 500 --repeats 3 --batch 50 --steps 20 --repeats-translate 3 --latency-sentences 20 --skip-cli \
+		--out runs/bench/bench_threads.json
 
 lint: $(BIN)/.dev
 	$(BIN)/ruff check seq2seq tests scripts
