@@ -62,7 +62,8 @@ class TorchTranslator(Translator):
         self.search_model = copy.deepcopy(model).to(torch.bfloat16) if precision == "bf16" else model
         """The weights searches run on: ``model`` itself, or its bf16 copy."""
         self.threads, self.workers = threads, workers
-        """torch intra-op threads of every search on the CPU (``seq2seq.decode.threads``); 0: torch's as they are."""
+        """torch intra-op threads of every search on the CPU (0: torch's as they are) and the batches searched
+        at once (``seq2seq.decode.threads``)."""
 
     def _use_threads(self) -> None:
         if self.threads and self.device.type == "cpu" and torch.get_num_threads() != self.threads:
