@@ -17,11 +17,15 @@ Three measurements, printed as a table and written as JSON (``--out``):
     every repeat runs all rows, rotating which goes first. Per row: sentences/s (median
     repeat), BLEU and chrF, how many outputs differ from our float32 at the same beam, and
     the p50 latency of one sentence translated alone (``--latency-sentences`` sentences,
-    the rows alternating sentence by sentence).
+    the rows alternating sentence by sentence). ``--threads`` takes several counts: every
+    engine row then runs at each, side by side (0, the default: the threads translate and
+    evaluate choose, ``seq2seq.decode.threads``; N: N intra-op threads, one worker), and each
+    row's rate is also given against the best count of the same engine row.
 (c) the wall time of the one-shot command ``seq2seq translate "今天天气很好。"``,
     model loading included.
 
     python scripts/bench_decode.py --model runs/zh-en --out docs/bench_decode.json
+    python scripts/bench_decode.py --model runs/zh-en --threads 0 1 2 --skip-cli   # the thread rule's evidence
 """
 
 import argparse
@@ -117,17 +121,32 @@ def bench_cache(
 ENGINE_ROWS = ("ours-float32", "ours-bf16", "ct2-float32", "ct2-int8", "ct2-int8_bfloat16")
 
 
-def make_translators(run_dir: Path, device: torch.device, rows: list[str], workdir: Path) -> dict[str, Translator]:
-    """One translator per row name (``ours-PRECISION`` or ``ct2-QUANTIZATION``)."""
-    translators: dict[str, Translator] = {}
+def row_label(name: str, threads: int, settings: list[int]) -> str:
+    """A row's key: the engine row's name, with ``@threads`` when several thread counts are compared."""
+    return name if len(settings) == 1 else f"{name}@{threads}"
+
+
+def make_translators(
+    run_dir: Path, device: torch.device, rows: list[str], workdir: Path, settings: list[int]
+) -> dict[str, tuple[str, int, Translator]]:
+    """Row label -> (row name, thread setting, its translator) for every row name (``ours-PRECISION``
+    or ``ct2-QUANTIZATION``) at every thread setting; each quantization is exported once."""
+    translators: dict[str, tuple[str, int, Translator]] = {}
     for name in rows:
         engine, kind = name.split("-", 1)
-        if engine == "ours":
-            translators[name] = load_translator([run_dir], device, precision=kind)
-        else:
-            out = export_ctranslate2(run_dir, workdir / kind, kind)
-            translators[name] = load_translator([out], device, engine="ctranslate2")
+        out = export_ctranslate2(run_dir, workdir / kind, kind) if engine == "ct2" else None
+        for threads in settings:
+            if out is None:
+                translator = load_translator([run_dir], device, precision=kind, threads=threads)
+            else:
+                translator = load_translator([out], device, engine="ctranslate2", threads=threads)
+            translators[row_label(name, threads, settings)] = (name, threads, translator)
     return translators
+
+
+def thread_plan(translator: Translator) -> tuple[int, int]:
+    """(intra-op threads, workers) a translator decodes with (torch: 0 = torch's count as it is)."""
+    return getattr(translator, "threads", 0) or torch.get_num_threads(), getattr(translator, "workers", 1)
 
 
 def _p50_ms(seconds: list[float]) -> float:
@@ -135,7 +154,7 @@ def _p50_ms(seconds: list[float]) -> float:
 
 
 def bench_engines(
-    translators: dict[str, Translator],
+    rows: dict[str, tuple[str, int, Translator]],
     sources: list[str],
     references: list[str],
     beams: list[int],
@@ -143,10 +162,14 @@ def bench_engines(
     latency_sentences: int,
 ) -> list[dict[str, Any]]:
     """(b): every row on the same sentences, alternating; sentences/s, BLEU, outputs changed, latency."""
+    translators = {label: translator for label, (_, _, translator) in rows.items()}
     names = list(translators)
     device = next(iter(translators.values())).device
     seconds: dict[tuple[str, int], list[float]] = {(name, beam): [] for name in names for beam in beams}
     outputs: dict[tuple[str, int], list[str]] = {}
+    for beam in beams:  # warm-up, untimed: first-call allocations, kernel selection, thread pools
+        for name in names:
+            translators[name].translate(sources[:8], beam)
     for repeat in range(repeats):
         for beam in beams:
             shift = repeat % len(names)
@@ -161,18 +184,28 @@ def bench_engines(
             for name in names[shift:] + names[:shift]:
                 elapsed, _ = timed(lambda n=name, b=beam, s=sentence: translators[n].translate([s], b), device)
                 latency[name, beam].append(elapsed)
-    rows = []
+    report = []
     for beam in beams:
-        base = outputs.get(("ours-float32", beam))
-        base_median = statistics.median(seconds["ours-float32", beam]) if base else None
+        best: dict[str, float] = {}  # engine row -> its fastest median over the thread settings
+        for label, (name, _, _) in rows.items():
+            best[name] = min(best.get(name, float("inf")), statistics.median(seconds[label, beam]))
         for name in names:
-            translator, hyps = translators[name], outputs[name, beam]
+            row_name, setting, translator = rows[name]
+            base_label = next((k for k, (n, t, _) in rows.items() if n == "ours-float32" and t == setting), None)
+            base = outputs.get((base_label, beam))
+            base_median = statistics.median(seconds[base_label, beam]) if base else None
+            hyps = outputs[name, beam]
             scores = corpus_scores(hyps, references)
             median = statistics.median(seconds[name, beam])
+            intra, workers = thread_plan(translator)
             row = {
                 "engine": "torch" if name.startswith("ours") else "ctranslate2",
-                "precision": name.split("-", 1)[1],
+                "precision": row_name.split("-", 1)[1],
                 "compute_type": getattr(translator, "compute_type", translator.precision),
+                "threads_setting": setting,
+                "intra_threads": intra,
+                "workers": workers,
+                "vs_best_setting": best[row_name] / median,
                 "beam": beam,
                 "sentences": len(sources),
                 "seconds": stats(seconds[name, beam]),
@@ -185,16 +218,19 @@ def bench_engines(
             if base is not None:
                 row["differs_from_ours_float32"] = sum(a != b for a, b in zip(hyps, base, strict=True))
                 row["speedup_vs_ours_float32"] = base_median / median
-            rows.append(row)
-    return rows
+            report.append(row)
+    return report
 
 
 def bench_cli(model_dir: str, device: torch.device, threads: int, repeats: int) -> dict[str, Any]:
-    """(c): wall time of ``seq2seq translate SENTENCE`` in a fresh process, model load included."""
+    """(c): wall time of ``seq2seq translate SENTENCE`` in a fresh process, model load included
+    (``threads`` 0: the command's own default)."""
     script = Path(sys.executable).with_name("seq2seq")
     command = [str(script)] if script.is_file() else [sys.executable, "-m", "seq2seq"]
     command += ["translate", "--model", model_dir, "--device", device.type, CLI_SENTENCE]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if threads:
+        command[-1:-1] = ["--threads", str(threads)]
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # the flag alone decides
     seconds, output = [], ""
     for _ in range(repeats):
         start = time.perf_counter()
@@ -222,16 +258,18 @@ def print_report(report: dict[str, Any]) -> None:
     if rows:
         print(f"\n(b) test split, {rows[0]['sentences']} sentences, median of {report['repeats_translate']} repeats")
         print(
-            f"{'engine':12}{'precision':15}{'compute':14}{'beam':>5}{'sent/s':>9}{'x f32':>7}{'BLEU':>7}{'chrF':>7}"
-            f"{'differ':>7}{'p50 ms':>8}"
+            f"{'engine':12}{'precision':15}{'compute':14}{'threads':>12}{'beam':>5}{'sent/s':>9}{'x best':>7}"
+            f"{'x f32':>7}{'BLEU':>7}{'chrF':>7}{'differ':>7}{'p50 ms':>8}"
         )
         for r in rows:
             speedup = f"{r['speedup_vs_ours_float32']:7.2f}" if "speedup_vs_ours_float32" in r else f"{'':7}"
             differ = f"{r['differs_from_ours_float32']:7d}" if "differs_from_ours_float32" in r else f"{'':7}"
             latency = f"{r['latency_p50_ms']:8.1f}" if r["latency_p50_ms"] is not None else f"{'':8}"
+            threads = ("default " if r["threads_setting"] == 0 else "") + f"{r['intra_threads']}x{r['workers']}"
             print(
-                f"{r['engine']:12}{r['precision']:15}{r['compute_type']:14}{r['beam']:5}{r['sentences_per_s']:9.1f}"
-                f"{speedup}{r['bleu']:7.2f}{r['chrf']:7.2f}{differ}{latency}"
+                f"{r['engine']:12}{r['precision']:15}{r['compute_type']:14}{threads:>12}{r['beam']:5}"
+                f"{r['sentences_per_s']:9.1f}{r['vs_best_setting']:7.2f}{speedup}{r['bleu']:7.2f}{r['chrf']:7.2f}"
+                f"{differ}{latency}"
             )
     for note in report["notes"]:
         print(f"note: {note}")
@@ -254,7 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100, help="source sentences in the batch of (a)")
     parser.add_argument("--steps", type=int, default=40, help="decoder steps in (a)")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5], help="beam sizes of (b); 1 = greedy")
-    add_common_options(parser, "bench_decode")
+    add_common_options(parser, "bench_decode", threads=False)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="thread counts of (b), each row at each; 0 = the decoding default (seq2seq.decode.threads); "
+        "(a) runs at the first (0 there: every core)",
+    )
     parser.add_argument("--force-bf16", action="store_true", help="measure bf16 even where it is not native")
     parser.add_argument("--rows", nargs="+", default=list(ENGINE_ROWS), choices=ENGINE_ROWS, help="engine rows of (b)")
     parser.add_argument(
@@ -265,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("repeats", "repeats_translate", "repeats_cli", "batch", "steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.sentences < 0 or args.threads < 0 or args.latency_sentences < 0 or min(args.beams) < 1:
+    if args.sentences < 0 or min(args.threads) < 0 or args.latency_sentences < 0 or min(args.beams) < 1:
         parser.error("--sentences, --threads and --latency-sentences must be >= 0, --beams >= 1")
     report = run_or_exit("bench_decode", run, args)
     print_report(report)
@@ -275,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """All three measurements -> the report dict."""
-    threads = set_threads(args.threads)
+    settings = list(dict.fromkeys(args.threads))  # each count once, in the order given
+    set_threads(settings[0])
     device = resolve_device(args.device)
     run_dir = Path(args.model)
     model, tokenizer, cfg = load_model(run_dir, device)
@@ -299,14 +346,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows.remove("ours-bf16")
         notes.append(f"bf16 skipped: {device} has no native bf16 (--force-bf16 measures it anyway)")
     with tempfile.TemporaryDirectory() as workdir:
-        translators = make_translators(run_dir, device, rows, Path(workdir))
+        translators = make_translators(run_dir, device, rows, Path(workdir), settings)
         engine_rows = bench_engines(
             translators, test_src[:n], test_tgt[:n], args.beams, args.repeats_translate, args.latency_sentences
         )
-    for name, translator in translators.items():
+    for name, _, translator in translators.values():
         kind = name.split("-", 1)[1]
         if name.startswith("ct2") and translator.compute_type not in (kind, f"{kind}_float32"):
-            notes.append(f"{name} ran as {translator.compute_type}: this CPU has no faster type for it in CTranslate2")
+            note = f"{name} ran as {translator.compute_type}: this CPU has no faster type for it in CTranslate2"
+            notes += [note] if note not in notes else []
 
     report: dict[str, Any] = {
         "model": str(run_dir),
@@ -318,7 +366,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "notes": notes,
     }
     if not args.skip_cli:
-        report["cli"] = bench_cli(str(run_dir), device, threads, args.repeats_cli)
+        report["cli"] = bench_cli(str(run_dir), device, settings[0], args.repeats_cli)
     return report
 
 

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError("--repeats must be >= 1")
     set_threads(args.threads)
     device = resolve_device(args.device)
-    translator = load_translator([args.model], device, precision="float32")
+    translator = load_translator([args.model], device, precision="float32", threads=args.threads)
     ref = args.ref or None
 
     def build() -> dict:

@@ -100,10 +100,11 @@ def main() -> None:
     sentences = sentences[: args.sentences]
     levels = [int(n) for n in args.clients.split(",")]
     device = resolve_device(args.device)
-    threads = set_threads(args.threads)
-    translator = load_translator([args.model], device, precision=args.precision)  # as evaluate and serve load it
+    set_threads(args.threads)
+    # as serve loads it; --threads 0 leaves both to the decoding default (seq2seq.decode.threads)
+    translator = load_translator([args.model], device, precision=args.precision, threads=args.threads)
     port = free_port()
-    server = start_server(args.model, port, ["--device", args.device, "--precision", args.precision], threads)
+    server = start_server(args.model, port, ["--device", args.device, "--precision", args.precision], args.threads)
     rounds: list[dict] = []
     try:
         for number in range(args.rounds):

@@ -2,7 +2,8 @@
 (--threads, --device, --out), clocks that include device work, statistics, a served model, the
 checkpoint's step, and the JSON report.
 
-* ``--threads N``: N torch threads; 0 (the default) = every core this process may run on.
+* ``--threads N``: N torch threads; 0 (the default) = every core this process may run on, and for a
+  decoding translator its default threads (``seq2seq.decode.threads``), as the verbs give it.
 * ``--device``: auto (CUDA when present), cpu, cuda, cuda:N.
 * ``--out FILE``: where the JSON report goes; by default ``runs/bench/<script>.json``, never into docs/
   (the figures there are updated by hand, from a report, when a re-run is meant to replace them).
@@ -31,9 +32,10 @@ from seq2seq.errors import UserError
 REPORTS = Path("runs/bench")
 
 
-def add_common_options(parser: argparse.ArgumentParser, name: str, device: str = "auto") -> None:
-    """--threads, --device and --out, with the meanings of the module docstring."""
-    parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = every available core")
+def add_common_options(parser: argparse.ArgumentParser, name: str, device: str = "auto", threads: bool = True) -> None:
+    """--threads (unless the script declares its own), --device and --out, with the meanings of the module docstring."""
+    if threads:
+        parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = every available core")
     parser.add_argument("--device", default=device, help="auto, cpu, cuda, cuda:N (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=REPORTS / f"{name}.json", help="JSON report (default: %(default)s)")
 

@@ -4,7 +4,9 @@ The model is wrapped in a proxy that times its ``encode``, ``decode`` and ``logi
 (the network itself); everything else in ``Translator.search`` — choosing candidates,
 bookkeeping in Python, reordering and shrinking the cache, building the next step's
 inputs — is the search's overhead. cProfile then names the functions that overhead is
-spent in (a second pass: cProfile slows Python code, so read its figures as shares).
+spent in (a second pass: cProfile slows Python code, so read its figures as shares). A third
+pass under torch's profiler adds up the operators' own time by operator; what the wall time
+holds beyond it is Python and operator dispatch, the part no faster kernel would shorten.
 
     python scripts/profile_decode.py --model runs/zh-en --beam 5 --precision float32
 """
@@ -21,6 +23,8 @@ from typing import Any
 import torch
 from benchlib import add_common_options, set_threads, write_report
 from torch import Tensor, nn
+from torch.profiler import ProfilerActivity
+from torch.profiler import profile as torch_profile
 
 from seq2seq.data.corpus import read_lines
 from seq2seq.decode.loader import load_translator
@@ -57,7 +61,9 @@ class TimedModel(nn.Module):
 def profile(args: argparse.Namespace) -> dict[str, Any]:
     """One decode of the split under the timing proxy, one under cProfile -> the report dict."""
     set_threads(args.threads)
-    translator = load_translator([args.model], resolve_device(args.device), precision=args.precision)
+    translator = load_translator(
+        [args.model], resolve_device(args.device), precision=args.precision, threads=args.threads
+    )
     run_dir = Path(args.model) if Path(args.model).is_dir() else Path(args.model).parent
     sentences = read_lines(run_dir / f"{args.split}.src", args.split)[: args.sentences or None]
     sources = [translator.encode(s) for s in sentences]
@@ -77,6 +83,14 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
     profiler.disable()
     stream = io.StringIO()
     pstats.Stats(profiler, stream=stream).sort_stats("tottime").print_stats(args.top)
+    with torch_profile(activities=[ProfilerActivity.CPU]) as operators:
+        start = time.perf_counter()
+        translator.search(sources, args.beam, 1)
+        profiled = time.perf_counter() - start
+    by_operator = sorted(
+        ((e.key, e.self_cpu_time_total / 1e6, e.count) for e in operators.key_averages()), key=lambda r: -r[1]
+    )
+    in_operators = sum(seconds for _, seconds, _ in by_operator)
     return {
         "model_dir": str(args.model),
         "precision": translator.precision,
@@ -89,6 +103,12 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
         "search_overhead_seconds": total - model,
         "model_share": model / total,
         "cprofile_by_own_time": stream.getvalue(),
+        "operators": {
+            "wall_seconds": profiled,
+            "in_operators_seconds": in_operators,
+            "outside_operators_share": 1 - in_operators / profiled,
+            "top": [{"op": op, "seconds": sec, "calls": calls} for op, sec, calls in by_operator[: args.top]],
+        },
     }
 
 
@@ -111,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         f"search overhead {report['search_overhead_seconds']:.2f} s"
     )
     print(report["cprofile_by_own_time"])
+    ops = report["operators"]
+    print(
+        f"torch profiler: {ops['wall_seconds']:.2f} s, operators' own time {ops['in_operators_seconds']:.2f} s; "
+        f"outside them (Python, dispatch) {ops['outside_operators_share']:.0%}"
+    )
+    for row in ops["top"]:
+        print(f"  {row['op']:32}{row['seconds']:8.3f} s{row['calls']:8d} calls")
     write_report(report, args.out)
     return 0
 

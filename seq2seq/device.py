@@ -10,11 +10,14 @@
   asked for.
 * ``decode_precision`` (translate, evaluate, serve): ``auto`` is ``bf16`` (a bf16 copy of the
   weights) where bf16 is native, else ``float32`` (decoding has no float16 mode).
-* ``available_cpus``: the cores training threads, the tokenizer and the corpus workers share.
+* ``available_cpus``: the cores training and decoding threads, the tokenizer and the corpus workers
+  share: the affinity mask, capped by a cgroup CPU quota (a container limited to 2 CPUs on a
+  64-core host has 2, whatever its mask says).
 
 Training and decoding both import this module, so neither imports the other to find a device.
 """
 
+import math
 import os
 from contextlib import nullcontext
 from pathlib import Path
@@ -43,17 +46,48 @@ def resolve_device(name: str) -> torch.device:
         raise UserError(f"device {name!r}: choose auto, cpu, cuda, cuda:N or mps") from None
 
 
-def available_cpus() -> int:
-    """The CPU cores this process may run on: its affinity mask where the system keeps one, else all cores.
+CGROUP = Path("/sys/fs/cgroup")
 
-    ``os.process_cpu_count`` (Python 3.13+) is exactly that; before it only Linux has the mask
+
+def cgroup_cpu_quota(root: Path = CGROUP) -> int | None:
+    """The CPUs a cgroup quota lets this process use (rounded up), or None where there is no quota.
+
+    cgroup v2 keeps the quota in ``cpu.max`` ("QUOTA PERIOD", or "max PERIOD" for none), v1 in
+    ``cpu/cpu.cfs_quota_us`` (-1 for none) and ``cpu/cpu.cfs_period_us``; both are read at the
+    hierarchy's root, which is this process's own cgroup inside a container.
+    """
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        try:
+            quota = (root / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (root / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    try:
+        quota_us, period_us = int(quota), int(period)
+    except ValueError:  # "max": no quota
+        return None
+    if quota_us <= 0 or period_us <= 0:
+        return None
+    return max(1, math.ceil(quota_us / period_us))
+
+
+def available_cpus() -> int:
+    """The CPU cores this process may run on: its affinity mask where the system keeps one, else all
+    cores; never more than a cgroup CPU quota allows.
+
+    ``os.process_cpu_count`` (Python 3.13+) is the mask; before it only Linux has the mask
     (``os.sched_getaffinity``), and macOS and Windows count every core (``os.cpu_count``).
     """
     if hasattr(os, "process_cpu_count"):
-        return os.process_cpu_count() or 1
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        cores = os.process_cpu_count() or 1
+    elif hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return min(cores, quota) if quota else cores
 
 
 def cpu_has_fast_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:

@@ -200,6 +200,7 @@ class ScriptedModel(nn.Module):
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
         assert cache is None, "the scripted model needs the whole prefix: use_cache=False"
         b, t = tgt.shape
+        memory = memory.repeat_interleave(b // memory.size(0), dim=0)  # a sentence's beams share its row
         row = torch.cat([memory[:, 0, :], tgt.float()], dim=1)  # (B, 1+T): script id, prefix
         return row[:, None, :].expand(b, t, t + 1)  # (B, T, 1+T): every position sees it all
 

@@ -49,6 +49,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a finite number > 0."""
     try:
@@ -114,6 +125,13 @@ def add_engine(p: argparse.ArgumentParser) -> None:
     )
     add_device(p)
     p.add_argument(
+        "--threads",
+        type=non_negative_int,
+        default=0,
+        help="CPU threads per batch, one batch at a time; default 0: one thread per batch and one batch per core "
+        "this process may use (docs/benchmarks.md, Threads)",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -139,8 +157,9 @@ def model_paths(args: argparse.Namespace) -> list[str]:
 
 def load_for(args: argparse.Namespace, paths: list[str]) -> Translator:
     """The translator of ``--engine`` in ``--precision`` on ``--device`` (CTranslate2 runs on the CPU:
-    ``auto`` means cpu there) for ``paths`` (several: an ensemble)."""
-    return load_translator(paths, engine_device(args.engine, args.device), args.set, args.precision, args.engine)
+    ``auto`` means cpu there) with ``--threads`` (``seq2seq.decode.threads``) for ``paths`` (several: an ensemble)."""
+    device = engine_device(args.engine, args.device)
+    return load_translator(paths, device, args.set, args.precision, args.engine, args.threads)
 
 
 def read_inputs(args: argparse.Namespace) -> list[str] | None:

@@ -7,6 +7,7 @@ themselves are plain functions over one padded batch (``seq2seq.decode.search``)
 """
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import Tensor, nn
@@ -56,6 +57,7 @@ def search_ids(
     sampler: TokenSampler | None = None,
     prefixes: Sequence[Sequence[int]] | None = None,
     constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+    workers: int = 1,
 ) -> list[list[Hypothesis]]:
     """Translate id sequences in length-sorted batches of ``decode.batch_sentences``; results in input order.
 
@@ -63,9 +65,12 @@ def search_ids(
     ``sampler``, each sentence gets ``nbest`` draws (best-scoring first) instead. ``prefixes`` (one
     id list per source) force the start of each output; ``constraints`` (per source, a list of
     target phrases as id lists) run lexically constrained beam search (``seq2seq.decode.constrained``).
+    ``workers`` > 1 searches that many batches at once, on threads of their own (batches are
+    independent, so the results are the same; sampling keeps one thread, so its draws keep their order).
     """
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    for chunk in length_sorted_batches([len(s) for s in sources], decode.batch_sentences):
+
+    def run(chunk: list[int]) -> list[list[Hypothesis]]:
         src = pad_batch([sources[i] for i in chunk], device)
         copies = nbest if sampler is not None else 1  # sampling decodes each sentence nbest times
         processors = [force_prefixes([prefixes[i] for i in chunk for _ in range(copies)])] if prefixes else []
@@ -89,6 +94,15 @@ def search_ids(
             found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b, processors=processors)]
         else:
             found = beam_search(model, src, **beam_options(decode, beam, nbest, processors))
+        return found
+
+    chunks = list(length_sorted_batches([len(s) for s in sources], decode.batch_sentences))
+    if workers > 1 and len(chunks) > 1 and sampler is None:  # draws stay in one order: sampling runs alone
+        with ThreadPoolExecutor(min(workers, len(chunks)), thread_name_prefix="seq2seq-search") as pool:
+            founds = list(pool.map(run, chunks))
+    else:
+        founds = [run(chunk) for chunk in chunks]
+    for chunk, found in zip(chunks, founds, strict=True):
         for i, hyps in zip(chunk, found, strict=True):
             results[i] = hyps
     return results

@@ -11,6 +11,10 @@ limit ``a·len(src) + b`` is per sentence, CTranslate2's ``max_decoding_length``
 sentences are grouped by limit; ``min_decoding_length=0`` (ours allows an immediate <end>);
 ``length_penalty`` keeps its exponent, but CTranslate2 divides by ``L^α`` (L without <end>)
 where we divide by GNMT's ``((5 + L) / 6)^α`` (L with <end>): the two rank alike only at α = 0.
+
+Threads: ``threads`` intra-op threads per batch and ``workers`` batches at once (CTranslate2's
+``intra_threads`` and ``inter_threads``; ``seq2seq.decode.threads`` chooses them). Every group
+of a call is submitted before any is waited for, so that several workers have batches to take.
 """
 
 import json
@@ -62,14 +66,20 @@ class CTranslate2Translator(Translator):
     Encoding, batching order, empty lines and detokenization are ``Translator``'s; only
     ``search`` differs, greedy and beam search only (``capabilities``). ``compute_type`` is
     CTranslate2's: ``default`` keeps the exported quantization where the hardware runs it (else
-    CTranslate2 picks the nearest it supports).
+    CTranslate2 picks the nearest it supports). ``threads`` (0: torch's count) and ``workers``: see
+    the module doc.
     """
 
     engine = "ctranslate2"
     capabilities = Capabilities()
 
     def __init__(
-        self, model_dir: str | Path, overrides: list[str] = (), compute_type: str = "default", threads: int = 0
+        self,
+        model_dir: str | Path,
+        overrides: list[str] = (),
+        compute_type: str = "default",
+        threads: int = 0,
+        workers: int = 1,
     ) -> None:
         ct2 = require_ctranslate2()
         model_dir = require_exported(model_dir)
@@ -77,7 +87,9 @@ class CTranslate2Translator(Translator):
         cfg = config_from_dict(settings["config"], f"{model_dir / SETTINGS}", list(overrides))
         try:
             threads = threads or torch.get_num_threads()
-            self.engine_model = ct2.Translator(str(model_dir), "cpu", compute_type=compute_type, intra_threads=threads)
+            self.engine_model = ct2.Translator(
+                str(model_dir), "cpu", compute_type=compute_type, intra_threads=threads, inter_threads=workers
+            )
         except ValueError as err:
             supported = ", ".join(sorted(ct2.get_supported_compute_types("cpu")))
             raise UserError(f"CTranslate2 cannot run {model_dir} as {compute_type} here ({supported}): {err}") from None
@@ -92,6 +104,7 @@ class CTranslate2Translator(Translator):
             config=cfg,
         )
         self.compute_type = self.precision = self.engine_model.compute_type
+        self.threads, self.workers = threads, workers
         self.step = settings.get("step")  # the training step of the checkpoint it was exported from
         self._tgt_ids = {piece: i for i, piece in enumerate(tokenizer.tgt_vocabulary())}
 
@@ -107,22 +120,30 @@ class CTranslate2Translator(Translator):
         groups: dict[int, list[int]] = {}
         for i, limit in enumerate(limits.tolist()):
             groups.setdefault(limit, []).append(i)
-        results: list[list[Hypothesis]] = [[] for _ in sources]
-        for limit, members in groups.items():
-            found = self.engine_model.translate_batch(
-                [self.tokenizer.src_pieces(sources[i]) for i in members],
-                max_batch_size=decode.batch_sentences,
-                beam_size=beam,
-                num_hypotheses=1 if beam == 1 else nbest,
-                length_penalty=0.0 if beam == 1 else decode.length_penalty,
-                no_repeat_ngram_size=decode.no_repeat_ngram,
-                max_input_length=0,
-                max_decoding_length=limit,
-                min_decoding_length=0,
-                return_end_token=False,
-                return_scores=True,
+        pending = [
+            (
+                members,
+                self.engine_model.translate_batch(
+                    [self.tokenizer.src_pieces(sources[i]) for i in members],
+                    max_batch_size=decode.batch_sentences,
+                    asynchronous=True,
+                    beam_size=beam,
+                    num_hypotheses=1 if beam == 1 else nbest,
+                    length_penalty=0.0 if beam == 1 else decode.length_penalty,
+                    no_repeat_ngram_size=decode.no_repeat_ngram,
+                    max_input_length=0,
+                    max_decoding_length=limit,
+                    min_decoding_length=0,
+                    return_end_token=False,
+                    return_scores=True,
+                ),
             )
-            for i, result in zip(members, found, strict=True):
+            for limit, members in groups.items()
+        ]
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        for members, found in pending:
+            for i, future in zip(members, found, strict=True):
+                result = future.result()
                 results[i] = [
                     Hypothesis([self._tgt_ids[p] for p in tokens], score)
                     for tokens, score in zip(result.hypotheses, result.scores, strict=True)

@@ -10,6 +10,9 @@
 * engine ``ctranslate2``: a directory written by ``seq2seq export --to ctranslate2``
   (``seq2seq.decode.ctranslate2``); precision ``auto`` runs the exported quantization,
   ``float32``/``bf16`` ask CTranslate2 to compute in that type.
+
+On the CPU each engine gets the threads ``seq2seq.decode.threads`` chooses (``threads`` > 0
+overrides); on a GPU torch's CPU threads are left as they are.
 """
 
 from collections.abc import Sequence
@@ -22,6 +25,7 @@ from seq2seq.config import Config, config_from_dict, parse_override
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decode.ctranslate2 import CTranslate2Translator
 from seq2seq.decode.marian import import_marian, is_marian_dir
+from seq2seq.decode.threads import decode_threads
 from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.decode.translator import Translator, source_normalizer, target_normalizer
 from seq2seq.device import DECODE_PRECISIONS, decode_precision, resolve_device
@@ -113,15 +117,20 @@ def load_translator(
     overrides: Sequence[str] = (),
     precision: str = "auto",
     engine: str = "torch",
+    threads: int = 0,
 ) -> Translator:
-    """A ready ``Translator`` for ``model_paths`` (several: an ensemble; ``overrides``: ``decode.key=value``)."""
+    """A ready ``Translator`` for ``model_paths`` (several: an ensemble; ``overrides``: ``decode.key=value``),
+    with the CPU threads of ``seq2seq.decode.threads.decode_threads(threads)``."""
     if precision not in DECODE_PRECISIONS:
         raise UserError(f"--precision {precision!r}: choose one of {', '.join(DECODE_PRECISIONS)}")
     engine_class(engine).require(ensembles=len(model_paths) > 1)
+    plan = decode_threads(threads)
     if engine == "ctranslate2":
         if device.type != "cpu":
             raise UserError("--engine ctranslate2 runs on the CPU here; use --device cpu")
-        return CTranslate2Translator(model_paths[0], list(overrides), _CT2_COMPUTE[precision])
+        return CTranslate2Translator(
+            model_paths[0], list(overrides), _CT2_COMPUTE[precision], threads=plan.intra, workers=plan.workers
+        )
     model, tokenizer, cfg = load_models(list(model_paths), device, list(overrides))
     return TorchTranslator(
         model,
@@ -132,4 +141,6 @@ def load_translator(
         normalize_source=source_normalizer(cfg),
         normalize_target=target_normalizer(cfg),
         config=cfg,
+        threads=plan.intra if device.type == "cpu" else 0,
+        workers=plan.workers if device.type == "cpu" else 1,
     )

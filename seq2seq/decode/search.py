@@ -212,13 +212,13 @@ def length_penalty_factor(length: int, alpha: float) -> float:
 def start_beams(
     model: nn.Module, src: Tensor, n: int, use_cache: bool
 ) -> tuple[Tensor, Tensor, Tensor, DecoderCache | None]:
-    """What a beam search over sources (B, S) starts from: the encoder output once per sentence,
-    repeated for its N beams (B*N, S, D), the mask likewise (B*N, 1, 1, S), ``<start>`` (B*N, 1)
-    and an empty cache."""
+    """What a beam search over sources (B, S) starts from: the encoder output once per sentence
+    (B, S, D), shared by its N beams (``Transformer.decode`` reads one row of it for N rows of
+    tokens), the mask (B, 1, 1, S), ``<start>`` (B*N, 1) and an empty cache."""
     src_mask = padding_mask(src, PAD)
-    memory = model.encode(src, src_mask).repeat_interleave(n, dim=0)  # (B*N, S, D)
+    memory = model.encode(src, src_mask)  # (B, S, D)
     tokens = torch.full((src.size(0) * n, 1), model.cfg.decoder_start_id, dtype=torch.long, device=src.device)
-    return memory, src_mask.repeat_interleave(n, dim=0), tokens, DecoderCache() if use_cache else None
+    return memory, src_mask, tokens, DecoderCache() if use_cache else None
 
 
 def extend_beams(tokens: Tensor, rows: list[int], next_tokens: list[int], cache: DecoderCache | None) -> Tensor:
@@ -250,8 +250,8 @@ def beam_search(
     looks at the best 2N: an ``<end>`` among the top N finishes a hypothesis,
     the best N others live on. A sentence is done once it holds N finished
     hypotheses (or reaches its length limit, which finishes the live beams).
-    The encoder output and the cross-attention keys/values are computed once and
-    shared by a sentence's beams; only the self-attention cache is reordered.
+    The encoder output and the cross-attention keys/values are computed and kept once per
+    sentence and read by all its beams; only the self-attention cache is reordered.
 
     The choice of candidates runs on tensors for the whole batch; Python sees only the
     hypotheses that finish. A done sentence leaves the batch (its rows of the encoder
@@ -319,11 +319,10 @@ def beam_search(
         tokens = torch.cat([tokens.index_select(0, rows), next_tokens], dim=1)  # (L'*N, t+1)
         if cache is not None:
             cache.reorder(rows)
-        if len(still) < len(live):
-            group_rows = (groups[:, None] * n + torch.arange(n, device=device)).view(-1)  # (L'*N,)
-            memory, src_mask = memory.index_select(0, group_rows), src_mask.index_select(0, group_rows)
+        if len(still) < len(live):  # memory, mask and cross-attention: one row per sentence
+            memory, src_mask = memory.index_select(0, groups), src_mask.index_select(0, groups)
             if cache is not None:
-                cache.keep_cross_rows(group_rows)
+                cache.keep_cross_rows(groups)
             live = [live[group] for group in still]
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]
 

@@ -2,6 +2,11 @@
 
 Decoding in ``bf16`` runs on a bf16 copy of the weights rather than under autocast: autocast
 would cast every weight again at every decoding step.
+
+A translator given ``threads`` sets torch's intra-op threads to that number on the thread that
+searches, at every search: torch keeps the count per process and OpenMP per calling thread, so
+setting it where the work runs is what holds when a server's worker thread searches, or when
+translators with different counts share one process (a benchmark).
 """
 
 import copy
@@ -47,6 +52,8 @@ class TorchTranslator(Translator):
         normalize_source: Callable[[str], str] = normalize,
         normalize_target: Callable[[str], str] = normalize,
         config: Config | None = None,
+        threads: int = 0,
+        workers: int = 1,
     ) -> None:
         super().__init__(
             tokenizer, decode, device, model.cfg.max_positions, normalize_source, normalize_target, precision, config
@@ -54,10 +61,18 @@ class TorchTranslator(Translator):
         self.model = model
         self.search_model = copy.deepcopy(model).to(torch.bfloat16) if precision == "bf16" else model
         """The weights searches run on: ``model`` itself, or its bf16 copy."""
+        self.threads, self.workers = threads, workers
+        """torch intra-op threads of every search on the CPU (0: torch's as they are) and the batches searched
+        at once (``seq2seq.decode.threads``)."""
+
+    def _use_threads(self) -> None:
+        if self.threads and self.device.type == "cpu" and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
 
     def search(
         self, sources: list[list[int]], beam: int, nbest: int, options: SearchOptions = PLAIN
     ) -> list[list[Hypothesis]]:
+        self._use_threads()
         return search_ids(
             self.search_model,
             sources,
@@ -68,10 +83,12 @@ class TorchTranslator(Translator):
             sampler=options.sampler,
             prefixes=options.prefixes,
             constraints=options.constraints,
+            workers=self.workers,
         )
 
     def score(self, sentences: list[str], references: list[str]) -> list[ForcedScore]:
         """Forced decoding: each reference's log-probability given its sentence (``seq2seq.decode.forced``)."""
+        self._use_threads()
         return score_ids(
             self.search_model,
             [self.encode(s) for s in sentences],

@@ -132,19 +132,35 @@ class MultiHeadAttention(nn.Module):
         return self.kernel == "explicit" or (self.kernel == "auto" and device.type == "cpu")
 
     def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-        """query (B, T, D), keys/values (B, H, S, K), mask -> (B, T, D)."""
-        return self.attend(self._split(self.q_proj(query)), keys, values, mask)
+        """query (B·G, T, D), keys/values (B, H, S, K), mask broadcastable to (B, H, G·T, S) -> (B·G, T, D).
+
+        G > 1: each row of keys/values serves G consecutive query rows (a sentence's beams share
+        its source), attended as that row's G·T queries, so the keys/values are neither projected
+        nor stored nor read G times, and each matmul multiplies G·T query rows instead of T.
+        """
+        q = self._split(self.q_proj(query))  # (B·G, H, T, K)
+        b, groups = keys.size(0), query.size(0) // keys.size(0)
+        if groups == 1:
+            return self.attend(q, keys, values, mask)
+        _, h, t, k = q.shape
+        q = q.view(b, groups, h, t, k).transpose(1, 2).reshape(b, h, groups * t, k)  # (B, H, G·T, K)
+        out = self._heads(q, keys, values, mask)  # (B, H, G·T, K)
+        out = out.view(b, h, groups, t, k).permute(0, 2, 3, 1, 4).reshape(b * groups, t, h * k)  # (B·G, T, H*K)
+        return self.out_proj(out)
 
     def attend(self, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
         """Projected queries (B, H, T, K), keys/values (B, H, S, K), mask -> (B, T, D)."""
-        if self.uses_explicit_attention(q.device):
-            out = explicit_attention(q, keys, values, mask, self.dropout)[0]
-        else:
-            p = self.dropout.p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
+        out = self._heads(q, keys, values, mask)
         b, _, t, _ = out.shape
         out = out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)  # (B, T, H*K)
         return self.out_proj(out)
+
+    def _heads(self, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
+        """Every head's attention output (B, H, T, K), by the kernel ``kernel`` picks."""
+        if self.uses_explicit_attention(q.device):
+            return explicit_attention(q, keys, values, mask, self.dropout)[0]
+        p = self.dropout.p if self.training else 0.0
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
 
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
@@ -268,14 +284,14 @@ class DecoderCache:
         """Reorder the self-attention cache rows (beam search keeps beams (index)).
 
         ``index`` (B'*N,) must map each row to a row of the same sentence: the
-        cross-attention keys/values are equal across a sentence's beams, so they
-        are shared and need no copy. Rows of sentences that are done may be left out
-        (B' < B); ``keep_cross_rows`` then drops them from the cross-attention too.
+        cross-attention keys/values are one row per sentence, shared by its beams, so
+        they need no copy. Rows of sentences that are done may be left out
+        (B' < B); ``keep_cross_rows`` then drops those sentences from the cross-attention too.
         """
         self.self_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.self_kv]
 
     def keep_cross_rows(self, index: Tensor) -> None:
-        """Keep only the cross-attention rows ``index`` (sentences that are done leave the batch)."""
+        """Keep only the cross-attention rows ``index``, one per sentence (sentences that are done leave the batch)."""
         self.cross_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.cross_kv]
 
 
@@ -297,10 +313,11 @@ class DecoderLayer(nn.Module):
         cache: DecoderCache | None = None,
         index: int = 0,
     ) -> Tensor:
-        """x (B, T, D), memory (B, S, D) -> (B, T, D).
+        """x (B·G, T, D), memory (B, S, D) -> (B·G, T, D).
 
-        With ``cache``, x holds only the new positions; this layer's entry
-        ``index`` of the cache is extended (self) or created once (cross).
+        G consecutive rows of x (a sentence's beams; G = 1 outside beam search) share one row of
+        memory (``MultiHeadAttention.forward``). With ``cache``, x holds only the new positions;
+        this layer's entry ``index`` of the cache is extended (self) or created once (cross).
         """
         q, keys, values = self.self_attn.queries_keys_values(self.self_res.inner(x))
         if cache is not None:

@@ -60,7 +60,10 @@ class Transformer(nn.Module):
         return self.encoder_norm(x)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
-        """Decoder states (B, T, D) for target ids tgt (B, T).
+        """Decoder states (B·G, T, D) for target ids tgt (B·G, T) and memory (B, S, D), src_mask (B, 1, 1, S).
+
+        G consecutive target rows share one source (a sentence's beams; G = 1 otherwise): the
+        cross-attention reads each source once for all G (``MultiHeadAttention.forward``).
 
         Without a cache, tgt is the whole input ``<start> y…`` (its first id is
         ``cfg.decoder_start_id``) and the causal &

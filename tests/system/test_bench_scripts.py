@@ -49,7 +49,7 @@ def test_bench_train_reports_every_row(tmp_path, toy_cache):
 
 def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
     out = tmp_path / "decode.json"
-    sizes = "--sentences 10 --repeats 1 --repeats-translate 1 --batch 8 --steps 5 --threads 1 --latency-sentences 3"
+    sizes = "--sentences 10 --repeats 1 --repeats-translate 1 --batch 8 --steps 5 --threads 0 1 --latency-sentences 3"
     sizes = [*sizes.split(), "--rows", "ours-float32", "ours-bf16", "ct2-int8", "--force-bf16"]
     done = _run("scripts/bench_decode.py", "--model", str(toy_run), *sizes, "--skip-cli", "--out", str(out))
     assert done.returncode == 0, done.stderr
@@ -63,6 +63,15 @@ def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
         assert 0 <= row["differs_from_ours_float32"] <= 10
     ours = [row for row in report["translate"] if row["engine"] == "torch" and row["precision"] == "float32"]
     assert all(row["differs_from_ours_float32"] == 0 and row["speedup_vs_ours_float32"] == 1 for row in ours)
+    # every engine row at both thread settings (0: the default), each against the faster of the two
+    by_row: dict[tuple, dict[int, dict]] = {}
+    for row in report["translate"]:
+        by_row.setdefault((row["engine"], row["precision"], row["beam"]), {})[row["threads_setting"]] = row
+    for rows in by_row.values():
+        assert set(rows) == {0, 1}
+        assert max(r["vs_best_setting"] for r in rows.values()) == 1
+        assert all(0 < r["vs_best_setting"] <= 1 and r["intra_threads"] >= 1 for r in rows.values())
+    assert by_row["ctranslate2", "int8", 5][1]["workers"] == 1  # an explicit count: one worker
 
 
 def test_profile_step_splits_the_time_of_every_precision(tmp_path, toy_cache):
@@ -139,3 +148,26 @@ def test_bench_explain_times_the_report(tmp_path, toy_run):
     assert report["build_s"]["runs"] and 0 < report["build_s"]["min"] <= report["build_s"]["max"]
     assert report["first_build_s"] > 0 and report["page_bytes"] > report["json_bytes"] > 0
     assert report["source_pieces"] > 1 and "report of" in done.stdout
+
+
+def test_profile_decode_splits_model_search_and_python(tmp_path, toy_run):
+    out = tmp_path / "profile.json"
+    done = _run(
+        "scripts/profile_decode.py",
+        "--model",
+        str(toy_run),
+        "--sentences",
+        "6",
+        "--beam",
+        "2",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert 0 < report["model_share"] < 1 and report["decoder_calls"] > 0
+    ops = report["operators"]
+    assert 0 < ops["in_operators_seconds"] < ops["wall_seconds"] and 0 < ops["outside_operators_share"] < 1
+    assert ops["top"] and all(row["calls"] > 0 for row in ops["top"])

@@ -2,8 +2,11 @@
 
 import pytest
 import torch
-from conftest import one_line_error, run_cli
+from conftest import main_error, one_line_error, run_cli
 
+import seq2seq.decode.threads
+from seq2seq.cli import build_parser
+from seq2seq.cli.common import load_for
 from seq2seq.data.corpus import read_lines
 from seq2seq.decode.loader import load_translator
 from seq2seq.device import decode_precision
@@ -44,3 +47,50 @@ def test_cli_precision_flag(toy_run):
     assert done.returncode == 0 and done.stdout.strip(), done.stderr
     error = one_line_error(run_cli("translate", "--engine", "ctranslate2", "--attention", "a.png", "你好"))
     assert "--attention" in error
+
+
+def test_threads_default_to_the_rule_and_an_explicit_count_overrides_it(toy_run, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(seq2seq.decode.threads, "available_cpus", lambda: 2)
+    default = load_translator([toy_run], CPU, precision="float32")
+    assert (default.threads, default.workers) == (1, 2)
+    given = load_translator([toy_run], CPU, precision="float32", threads=3)
+    assert (given.threads, given.workers) == (3, 1)
+
+
+def test_several_workers_give_the_outputs_of_one(toy_run):
+    sentences = read_lines(toy_run / "test.src", "test.src")
+    small = ["decode.batch_sentences=4"]  # many batches, so that two workers both get some
+    one = load_translator([toy_run], CPU, small, precision="float32", threads=1)
+    two = load_translator([toy_run], CPU, small, precision="float32", threads=1)
+    two.workers = 2
+    assert len(sentences) > 8
+    for beam in (1, 3):
+        expected = [(t.best.text, t.best.score) for t in one.translate(sentences, beam=beam)]
+        assert [(t.best.text, t.best.score) for t in two.translate(sentences, beam=beam)] == expected
+
+
+def test_a_translator_searches_with_its_own_thread_count(toy_run):
+    before = torch.get_num_threads()
+    two = load_translator([toy_run], CPU, precision="float32", threads=2)
+    one = load_translator([toy_run], CPU, precision="float32", threads=1)
+    try:
+        two.translate(["我们走吧。"], beam=1)
+        assert torch.get_num_threads() == 2
+        one.translate(["我们走吧。"], beam=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_cli_threads_flag_reaches_the_translator(toy_run, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    parser = build_parser()
+    given = parser.parse_args(["translate", "--model", str(toy_run), "--device", "cpu", "--threads", "2", "x"])
+    default = parser.parse_args(["translate", "--model", str(toy_run), "--device", "cpu", "x"])
+    assert load_for(given, [str(toy_run)]).threads == 2
+    assert (load_for(default, [str(toy_run)]).threads, load_for(given, [str(toy_run)]).workers) == (1, 1)
+
+
+def test_cli_negative_threads_is_a_one_line_error(capsys):
+    assert "--threads" in main_error(capsys, "translate", "--threads", "-1", "你好")

@@ -80,6 +80,30 @@ def test_multi_head_attention_sdpa_equals_explicit(head_dim):
     torch.testing.assert_close(unmasked[1], out_written[1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kernel", ["sdpa", "explicit"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_queries_read_their_source_row_as_if_it_were_repeated(kernel, dtype):
+    # A sentence's G beams against one row of keys/values equal each beam against its own copy.
+    torch.manual_seed(0)
+    groups = 3
+    mha = MultiHeadAttention(D, H, D // H, dropout=0.0, kernel=kernel).to(dtype)
+    query, source = torch.randn(B * groups, T, D, dtype=dtype), torch.randn(B, S, D, dtype=dtype)
+    keys, values = mha.keys_values(source)
+    shared = mha(query, keys, values, _key_mask())
+    repeated = mha(
+        query,
+        keys.repeat_interleave(groups, 0),
+        values.repeat_interleave(groups, 0),
+        _key_mask().repeat_interleave(groups, 0),
+    )
+    assert shared.shape == (B * groups, T, D)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(shared, repeated, atol=tolerance, rtol=tolerance)
+    # Row 0's beams read a padded source: its last keys must stay masked for all of them.
+    unmasked = mha(query, keys, values, None)
+    assert not torch.allclose(unmasked[:groups].float(), shared[:groups].float(), atol=1e-3)
+
+
 @pytest.mark.parametrize(("kernel", "explicit_on_cpu"), [("sdpa", False), ("explicit", True), ("auto", True)])
 def test_kernel_selects_the_attention_path(monkeypatch, kernel, explicit_on_cpu):
     calls = []

@@ -99,6 +99,7 @@ def test_train_device_accepts_mps_and_names_it_when_refusing():
 def test_available_cpus_without_an_affinity_mask_counts_every_core(monkeypatch):
     for name in ("process_cpu_count", "sched_getaffinity"):
         monkeypatch.delattr(os, name, raising=False)
+    monkeypatch.setattr(device, "cgroup_cpu_quota", lambda: None)
     assert available_cpus() == os.cpu_count()
 
 
@@ -106,6 +107,7 @@ def test_available_cpus_without_an_affinity_mask_counts_every_core(monkeypatch):
 def test_available_cpus_follows_the_affinity_mask(monkeypatch):
     monkeypatch.delattr(os, "process_cpu_count", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(device, "cgroup_cpu_quota", lambda: None)
     assert available_cpus() == 1
 
 
@@ -137,3 +139,34 @@ def test_cpu_has_fast_bf16_reads_the_flags_lines(tmp_path, extra, fast):
 
 def test_cpu_has_fast_bf16_is_false_without_a_cpuinfo_file(tmp_path):
     assert cpu_has_fast_bf16(tmp_path / "missing") is False  # macOS, Windows
+
+
+def _cgroup(tmp_path, files: dict[str, str]):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("files", "cpus"),
+    [
+        ({"cpu.max": "200000 100000\n"}, 2),  # cgroup v2: two CPUs' worth
+        ({"cpu.max": "150000 100000\n"}, 2),  # one and a half: rounded up
+        ({"cpu.max": "max 100000\n"}, None),  # no quota
+        ({"cpu/cpu.cfs_quota_us": "50000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),  # cgroup v1
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({}, None),  # no cgroup files at all (macOS, Windows)
+    ],
+)
+def test_cgroup_cpu_quota_reads_v2_and_v1(tmp_path, files, cpus):
+    assert device.cgroup_cpu_quota(_cgroup(tmp_path, files)) == cpus
+
+
+def test_available_cpus_is_capped_by_a_cgroup_quota(monkeypatch):
+    monkeypatch.delattr(os, "process_cpu_count", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(device, "cgroup_cpu_quota", lambda: 2)
+    assert available_cpus() == 2
+    monkeypatch.setattr(device, "cgroup_cpu_quota", lambda: 8)  # a quota above the mask changes nothing
+    assert available_cpus() == 4
