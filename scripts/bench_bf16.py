@@ -1,11 +1,10 @@
-"""Our decoder's bf16 against float32, with each CPU decoding choice of issue 35 on and off, side by side.
+"""Our decoder's bf16 against float32, bf16 with and without its packed linear layers, side by side.
 
 One process, the translators the verbs load (default threads: one intra-op thread per worker,
 one worker per core), every setting decoding the same test sentences, the order of the settings
-rotating every repeat. A setting is a precision and two switches: ``packed``, bf16 linear layers
-with their weights laid out once for oneDNN (``seq2seq.decode.packed``; bf16 only), and ``fork``,
-batches on forked workers rather than threads (``seq2seq.decode.workers``). The ratios are medians
-of per-repeat ratios.
+rotating every repeat. The settings: float32; bf16 as it was before ``seq2seq.decode.packed``
+(a plain bf16 copy of the weights); bf16 as the verbs load it now (linear layers with their
+weights laid out once for oneDNN). The ratios are medians of per-repeat ratios.
 
     python scripts/bench_bf16.py --model runs/zh-en-b2048 --beams 1 5 --repeats 3
 """
@@ -20,37 +19,28 @@ from typing import Any
 import torch
 from benchlib import add_common_options, checkpoint_step, machine_info, run_or_exit, write_report
 
-import seq2seq.decode.workers as workers
 from seq2seq.data.corpus import read_lines
 from seq2seq.decode.loader import load_translator
 from seq2seq.decode.translator import Translator
 
-SETTINGS = (  # (precision, packed, fork)
-    ("float32", False, False),
-    ("float32", False, True),
-    ("bf16", False, False),
-    ("bf16", True, False),
-    ("bf16", True, True),
-)
+SETTINGS = (("float32", False), ("bf16", False), ("bf16", True))  # (precision, packed)
 
 
-def name(setting: tuple[str, bool, bool]) -> str:
-    precision, packed, fork = setting
-    return f"{precision}{' packed' if packed else ''}, {'fork' if fork else 'threads'}"
+def name(setting: tuple[str, bool]) -> str:
+    precision, packed = setting
+    return f"{precision}{' packed' if packed else ''}"
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     device = torch.device("cpu")
     translators: dict[tuple[str, bool], Translator] = {}
-    for precision, packed, _ in SETTINGS:
-        if (precision, packed) not in translators:
-            translator = load_translator([args.model], device, precision=precision, threads=args.threads)
-            if precision == "bf16" and not packed:  # the bf16 copy as it was before packing
-                translator.search_model = copy.deepcopy(translator.model).to(torch.bfloat16)
-            translators[precision, packed] = translator
+    for precision, packed in SETTINGS:
+        translator = load_translator([args.model], device, precision=precision, threads=args.threads)
+        if precision == "bf16" and not packed:  # the bf16 copy as it was before packing
+            translator.search_model = copy.deepcopy(translator.model).to(torch.bfloat16)
+        translators[precision, packed] = translator
     sentences = read_lines(f"{args.model}/test.src", "test.src")[: args.sentences or None]
     sources = [translators["float32", False].encode(s) for s in sentences]
-    can_fork = workers.can_fork
     rows: list[dict[str, Any]] = []
     for beam in args.beams:
         seconds: dict[tuple, list[float]] = {s: [] for s in SETTINGS}
@@ -58,14 +48,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for repeat in range(args.repeats + 1):  # repeat 0 warms up
             start = repeat % len(SETTINGS)
             for setting in SETTINGS[start:] + SETTINGS[:start]:
-                precision, packed, fork = setting
-                workers.can_fork = can_fork if fork else (lambda device: False)
                 began = time.perf_counter()
-                found = translators[precision, packed].search(sources, beam, 1)
+                found = translators[setting].search(sources, beam, 1)
                 if repeat:
                     seconds[setting].append(time.perf_counter() - began)
                 outputs[setting] = [h[0].tokens for h in found]
-        workers.can_fork = can_fork
         base = seconds[SETTINGS[0]]
         for setting in SETTINGS:
             ratios = [b / s for b, s in zip(base, seconds[setting], strict=True)]
@@ -75,7 +62,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "beam": beam,
                     "setting": name(setting),
                     "sentences_per_second": len(sources) / statistics.median(seconds[setting]),
-                    "x_float32_threads": statistics.median(ratios),
+                    "x_float32": statistics.median(ratios),
                     "same_outputs_as": name(same_as),
                     "same_outputs": outputs[setting] == outputs[same_as],
                     "seconds": seconds[setting],
@@ -106,8 +93,8 @@ def main() -> int:
     print(f"{report['sentences']} sentences, {report['threads']} thread(s) x {report['workers']} worker(s)")
     for row in report["rows"]:
         print(
-            f"beam {row['beam']}  {row['setting']:<24}{row['sentences_per_second']:8.1f} sent/s"
-            f"{row['x_float32_threads']:7.2f}x float32 threads  same outputs as {row['same_outputs_as']}: "
+            f"beam {row['beam']}  {row['setting']:<14}{row['sentences_per_second']:8.1f} sent/s"
+            f"{row['x_float32']:7.2f}x float32  same outputs as {row['same_outputs_as']}: "
             f"{row['same_outputs']}"
         )
     write_report(report, args.out)

@@ -125,8 +125,6 @@ def run(args: argparse.Namespace) -> None:
         chunks = stream_chunks(sys.stdin.buffer, size, args.chunk_ms / 1000)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 (closed below)
     first = None
-    # tqdm's monitor thread would keep the search from forking its workers (seq2seq.decode.workers).
-    tqdm.monitor_interval = 0
     try:
         with tqdm(total=len(sentences) if sentences else None, disable=not args.output, unit="sent") as bar:
             for lines in chunks:

@@ -7,13 +7,13 @@ themselves are plain functions over one padded batch (``seq2seq.decode.search``)
 """
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import Tensor, nn
 
 from seq2seq.config import DecodeConfig
 from seq2seq.decode.search import Hypothesis, LogitsProcessor, TokenSampler, beam_search, force_prefixes, greedy_search
-from seq2seq.decode.workers import map_batches
 from seq2seq.special import PAD
 
 
@@ -65,9 +65,8 @@ def search_ids(
     ``sampler``, each sentence gets ``nbest`` draws (best-scoring first) instead. ``prefixes`` (one
     id list per source) force the start of each output; ``constraints`` (per source, a list of
     target phrases as id lists) run lexically constrained beam search (``seq2seq.decode.constrained``).
-    ``workers`` > 1 searches that many batches at once (``seq2seq.decode.workers``: forked processes or
-    threads; batches are independent, so the results are the same; sampling runs alone, so its draws keep
-    their order).
+    ``workers`` > 1 searches that many batches at once, on threads of their own (batches are
+    independent, so the results are the same; sampling keeps one thread, so its draws keep their order).
     """
     results: list[list[Hypothesis]] = [[] for _ in sources]
 
@@ -98,8 +97,11 @@ def search_ids(
         return found
 
     chunks = list(length_sorted_batches([len(s) for s in sources], decode.batch_sentences))
-    # Sampling's draws come from one generator in one order, so it runs alone.
-    founds = map_batches(run, chunks, workers if sampler is None else 1, device)
+    if workers > 1 and len(chunks) > 1 and sampler is None:  # draws stay in one order: sampling runs alone
+        with ThreadPoolExecutor(min(workers, len(chunks)), thread_name_prefix="seq2seq-search") as pool:
+            founds = list(pool.map(run, chunks))
+    else:
+        founds = [run(chunk) for chunk in chunks]
     for chunk, found in zip(chunks, founds, strict=True):
         for i, hyps in zip(chunk, found, strict=True):
             results[i] = hyps

@@ -191,13 +191,7 @@ def test_bench_bf16_reports_every_setting_with_unchanged_outputs(tmp_path, toy_r
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
-    assert [row["setting"] for row in report["rows"][:5]] == [
-        "float32, threads",
-        "float32, fork",
-        "bf16, threads",
-        "bf16 packed, threads",
-        "bf16 packed, fork",
-    ]
-    assert len(report["rows"]) == 10 and all(row["sentences_per_second"] > 0 for row in report["rows"])
-    # Neither switch changes what is decoded: every setting gives its precision's first outputs.
+    assert [row["setting"] for row in report["rows"]] == ["float32", "bf16", "bf16 packed"] * 2
+    assert all(row["sentences_per_second"] > 0 for row in report["rows"])
+    # Packing changes no output: bf16 packed decodes what the plain bf16 copy does.
     assert all(row["same_outputs"] for row in report["rows"])

@@ -1,13 +1,10 @@
 """seq2seq.decode.loader: the decoding precision (auto, float32, bf16) and the loader the verbs share."""
 
-import sys
-
 import pytest
 import torch
 from conftest import main_error, one_line_error, run_cli
 
 import seq2seq.decode.threads
-import seq2seq.decode.workers
 from seq2seq.cli import build_parser
 from seq2seq.cli.common import load_for
 from seq2seq.data.corpus import read_lines
@@ -61,11 +58,7 @@ def test_threads_default_to_the_rule_and_an_explicit_count_overrides_it(toy_run,
     assert (given.threads, given.workers) == (3, 1)
 
 
-@pytest.mark.parametrize("fork", [True, False])
-def test_several_workers_give_the_outputs_of_one(toy_run, fork, monkeypatch):
-    if fork and sys.platform != "linux":
-        pytest.skip("forked workers run on Linux only")
-    monkeypatch.setattr(seq2seq.decode.workers, "can_fork", lambda device: fork)  # forks even beside test threads
+def test_several_workers_give_the_outputs_of_one(toy_run):
     sentences = read_lines(toy_run / "test.src", "test.src")
     small = ["decode.batch_sentences=4"]  # many batches, so that two workers both get some
     one = load_translator([toy_run], CPU, small, precision="float32", threads=1)
