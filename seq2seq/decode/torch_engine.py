@@ -1,8 +1,7 @@
 """Our own decoder behind the ``Translator`` interface: every capability, on one model or an ensemble.
 
 Decoding in ``bf16`` runs on a bf16 copy of the weights rather than under autocast: autocast
-would cast every weight again at every decoding step. On a CPU that copy's linear layers keep
-their weights laid out for oneDNN (``seq2seq.decode.packed``).
+would cast every weight again at every decoding step.
 
 A translator given ``threads`` sets torch's intra-op threads to that number on the thread that
 searches, at every search: torch keeps the count per process and OpenMP per calling thread, so
@@ -21,7 +20,6 @@ from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decode.attention import attention_weights
 from seq2seq.decode.batched import search_ids
 from seq2seq.decode.forced import ForcedScore, score_ids
-from seq2seq.decode.packed import can_pack, pack_linears
 from seq2seq.decode.search import Hypothesis
 from seq2seq.decode.translator import PLAIN, Capabilities, SearchOptions, SentenceAttention, Translator
 from seq2seq.errors import UserError
@@ -61,12 +59,8 @@ class TorchTranslator(Translator):
             tokenizer, decode, device, model.cfg.max_positions, normalize_source, normalize_target, precision, config
         )
         self.model = model
-        self.search_model = model
-        """The weights searches run on: ``model`` itself, or its bf16 copy (on a CPU with packed linear layers)."""
-        if precision == "bf16":
-            self.search_model = copy.deepcopy(model).to(torch.bfloat16)
-            if can_pack(device):
-                pack_linears(self.search_model)
+        self.search_model = copy.deepcopy(model).to(torch.bfloat16) if precision == "bf16" else model
+        """The weights searches run on: ``model`` itself, or its bf16 copy."""
         self.threads, self.workers = threads, workers
         """torch intra-op threads of every search on the CPU (0: torch's as they are) and the batches searched
         at once (``seq2seq.decode.threads``)."""

@@ -171,27 +171,3 @@ def test_profile_decode_splits_model_search_and_python(tmp_path, toy_run):
     ops = report["operators"]
     assert 0 < ops["in_operators_seconds"] < ops["wall_seconds"] and 0 < ops["outside_operators_share"] < 1
     assert ops["top"] and all(row["calls"] > 0 for row in ops["top"])
-
-
-def test_bench_bf16_reports_every_setting_with_unchanged_outputs(tmp_path, toy_run):
-    out = tmp_path / "bf16.json"
-    done = _run(
-        "scripts/bench_bf16.py",
-        "--model",
-        str(toy_run),
-        "--sentences",
-        "12",
-        "--beams",
-        "1",
-        "2",
-        "--repeats",
-        "1",
-        "--out",
-        str(out),
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
-    assert [row["setting"] for row in report["rows"]] == ["float32", "bf16", "bf16 packed"] * 2
-    assert all(row["sentences_per_second"] > 0 for row in report["rows"])
-    # Packing changes no output: bf16 packed decodes what the plain bf16 copy does.
-    assert all(row["same_outputs"] for row in report["rows"])
