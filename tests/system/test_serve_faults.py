@@ -80,8 +80,8 @@ def test_overload_malformed_slow_and_vanishing_clients_then_sigterm(toy_run):
             polls += 1
             return _metrics(port)
 
-        # The first full queue allocates what the model and every serving thread need (each thread's
-        # allocator arena among it), so what grows after it is what the faults below leave behind.
+        # A first full queue brings the server to its working set (every serving thread has run),
+        # so what grows after it is what the faults below leave behind.
         warm = _burst(port, ["translate"] * 5 * QUEUE, seed=0)
         assert all(o.reply for o in warm)
         warm_statuses = [o.reply.status for o in warm]
