@@ -230,24 +230,6 @@ def extend_beams(tokens: Tensor, rows: list[int], next_tokens: list[int], cache:
     return torch.cat([tokens.index_select(0, order), torch.tensor(next_tokens, device=tokens.device)[:, None]], dim=1)
 
 
-def best_extensions(beam_scores: Tensor, log_probs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Each sentence's 2N best one-token extensions of its N beams, best first.
-
-    beam_scores (L, N) summed log-probabilities, log_probs (L*N, V) next-token log-probabilities
-    -> scores, tokens and the extended batch row (L, 2N) each. A sentence's 2N best are among
-    its rows' own 2N best (a row's extensions share one beam score), so N·2N of its N·V
-    candidates are summed and ranked, not all of them.
-    """
-    groups, n = beam_scores.shape
-    per_row = min(2 * n, log_probs.size(-1))
-    row_scores, row_tokens = log_probs.topk(per_row, dim=1)  # (L*N, 2N)
-    candidates = (beam_scores.view(-1, 1) + row_scores).view(groups, n * per_row)  # (L, N*2N)
-    top_scores, top_index = candidates.topk(2 * n, dim=1)
-    top_tokens = row_tokens.view(groups, n * per_row).gather(1, top_index)
-    top_rows = top_index // per_row + torch.arange(groups, device=log_probs.device)[:, None] * n
-    return top_scores, top_tokens, top_rows
-
-
 @torch.no_grad()
 def beam_search(
     model: nn.Module,
@@ -287,10 +269,14 @@ def beam_search(
     rank = torch.arange(2 * n, device=device)  # (2N,)
     for step in range(max(limit_of)):
         log_probs = step_log_probs(model, tokens, memory, src_mask, cache)  # (L*N, V)
+        vocab = log_probs.size(-1)
         for process in processors:
             process(step, tokens, log_probs, [i for i in live for _ in range(n)])
         ended_before = len(finished[0])
-        top_scores, top_tokens, top_rows = best_extensions(beam_scores, log_probs)  # (L, 2N) each
+        candidates = (beam_scores.view(-1, 1) + log_probs).view(len(live), n * vocab)  # (L, N*V)
+        top_scores, top_index = candidates.topk(2 * n, dim=1)  # (L, 2N), best first
+        top_tokens = top_index % vocab
+        top_rows = top_index // vocab + torch.arange(len(live), device=device)[:, None] * n  # batch row extended
         real = top_scores > float("-inf")
         is_end = top_tokens == EOS
         ends = is_end & real & (rank < n)  # (L, 2N): hypotheses finishing at this step

@@ -1,6 +1,6 @@
 """seq2seq.decode.search: beam 1 equals greedy, cached equals uncached, batch composition
 does not change a sentence's output, a scripted decoder with hand-computed
-hypotheses and scores, n-gram blocking, length limits, and the ranking of a step's extensions."""
+hypotheses and scores, n-gram blocking, length limits."""
 
 import math
 
@@ -23,11 +23,9 @@ from conftest import (
     sources,
     unpad,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 from torch import Tensor
 
-from seq2seq.decode.search import beam_search, best_extensions, greedy_search, length_limits
+from seq2seq.decode.search import beam_search, greedy_search, length_limits
 
 
 # -- a real (tiny, random) model --------------------------------------------
@@ -296,24 +294,3 @@ def test_length_limits_values():
     assert length_limits(src, 2.0, 0, 512).tolist() == [6, 10, 2]
     assert length_limits(src, 10.0, 100, 64).tolist() == [63, 63, 63]  # within the position table
     assert length_limits(src, 0.0, 0, 64).tolist() == [1, 1, 1]  # at least one token
-
-
-@given(
-    groups=st.integers(1, 3),
-    n=st.integers(1, 4),
-    vocab=st.integers(2, 9),
-    seed=st.integers(0, 1000),
-)
-def test_best_extensions_equal_ranking_every_extension(groups, n, vocab, seed):
-    generator = torch.Generator().manual_seed(seed)
-    log_probs = torch.randn(groups * n, vocab, generator=generator).log_softmax(dim=-1)
-    beam_scores = torch.randn(groups, n, generator=generator)
-    beam_scores[:, n // 2 + 1 :] = float("-inf")  # beams not (yet) live, as at the first step
-    scores, tokens, rows = best_extensions(beam_scores, log_probs)
-    every = (beam_scores.view(-1, 1) + log_probs).view(groups, n * vocab)  # all N·V extensions
-    want_scores = every.topk(2 * n, dim=1).values
-    assert torch.equal(scores, want_scores)
-    # Equal scores may come in either order; each pick must still be the extension it scores.
-    group_of = torch.arange(groups)[:, None]
-    assert torch.equal(every[group_of, (rows - group_of * n) * vocab + tokens], scores)
-    assert torch.equal(rows // n, group_of.expand_as(rows))
