@@ -174,14 +174,12 @@ class Batcher:
 
     def _run(self) -> None:
         while (batch := self._gather()) is not None:
-            start = time.perf_counter()
             try:
                 self._decode(batch)
             except Exception as error:  # the worker must survive whatever one batch does
                 for job in batch:
                     if not job.future.done():
                         job.future.set_exception(error)
-            self.metrics.batch(sum(len(job.sentences) for job in batch), time.perf_counter() - start)
             with self._changed:
                 self._in_batch = 0
 
@@ -224,8 +222,10 @@ class Batcher:
         for job in batch:
             groups[job.beam, job.nbest].append(job)
         for (beam, nbest), jobs in groups.items():
+            sentences = [s for job in jobs for s in job.sentences]
+            start = time.perf_counter()
             try:
-                translations = self.translator.translate([s for job in jobs for s in job.sentences], beam, nbest)
+                translations = self.translator.translate(sentences, beam, nbest)
             except Exception as error:
                 if len(jobs) == 1:
                     jobs[0].future.set_exception(error)
@@ -233,10 +233,12 @@ class Batcher:
                     for job in jobs:
                         self._decode([job])
                 continue
-            start = 0
+            # Counted before any answer goes out: a client that reads /metrics after its answer sees its batch.
+            self.metrics.batch(len(sentences), time.perf_counter() - start)
+            first = 0
             for job in jobs:
-                mine = translations[start : start + len(job.sentences)]
-                start += len(job.sentences)
+                mine = translations[first : first + len(job.sentences)]
+                first += len(job.sentences)
                 try:
                     job.future.set_result(
                         [

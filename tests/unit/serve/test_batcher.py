@@ -2,7 +2,7 @@
 token caps), each caller gets its own results in order, equal to translating alone; a request that
 fails does not fail the others of its batch; a caller that gave up is skipped; close drains. The
 queue refuses past its caps (an empty one takes anything), a cancelled request leaves it at once,
-and one past its deadline is failed, not decoded.
+and one past its deadline is failed, not decoded. A batch is in the metrics before its answers go out.
 """
 
 import math
@@ -16,6 +16,7 @@ import torch
 from seq2seq.decode.loader import load_model
 from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.serve.batcher import Batcher, BatchLimits, DeadlineExceeded, QueueDepth, QueueFull, QueueLimits
+from seq2seq.serve.metrics import ServeMetrics
 
 
 class Recording(TorchTranslator):
@@ -63,6 +64,31 @@ def test_requests_arriving_together_share_one_batch_and_get_their_own_results(tr
     assert translator.batches == [["我们去散步。", "你好。", "今天天气很好。", "他昨天去了北京。"]]
     alone = [[t.best.text for t in TorchTranslator.translate(translator, s, beam)] for s, beam in jobs]
     assert got == alone
+
+
+class OrderedMetrics(ServeMetrics):
+    """Metrics that log each batch they count into a shared list of events."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__()
+        self.events = events
+
+    def batch(self, sentences: int, seconds: float) -> None:
+        self.events.append(f"counted {sentences}")
+        super().batch(sentences, seconds)
+
+
+def test_a_batch_is_counted_before_its_answers_go_out(translator):
+    """A client that reads /metrics right after its answer must find its batch there."""
+    events: list[str] = []
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=0), metrics=OrderedMetrics(events))
+    try:
+        future = batcher.submit(["你好。", "我们去散步。"], 1)
+        future.add_done_callback(lambda _: events.append("answered"))  # runs where the result is set
+        future.result(timeout=60)
+    finally:
+        batcher.close()
+    assert events == ["counted 2", "answered"]
 
 
 def test_caps_split_batches_and_settings_split_calls(translator):
