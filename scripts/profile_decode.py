@@ -7,6 +7,8 @@ inputs — is the search's overhead. cProfile then names the functions that over
 spent in (a second pass: cProfile slows Python code, so read its figures as shares). A third
 pass under torch's profiler adds up the operators' own time by operator; what the wall time
 holds beyond it is Python and operator dispatch, the part no faster kernel would shorten.
+Last, the search's top-k over a full batch's candidates (sentences × beam·vocabulary) is timed
+both ways: ``row_topk``'s groups against one ``topk`` over every column.
 
     python scripts/profile_decode.py --model runs/zh-en --beam 5 --precision float32
 """
@@ -15,6 +17,7 @@ import argparse
 import cProfile
 import io
 import pstats
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,6 +31,7 @@ from torch.profiler import profile as torch_profile
 
 from seq2seq.data.corpus import read_lines
 from seq2seq.decode.loader import load_translator
+from seq2seq.decode.search import row_topk
 from seq2seq.device import DECODE_PRECISIONS, resolve_device
 from seq2seq.model.layers import DecoderCache
 
@@ -40,6 +44,7 @@ class TimedModel(nn.Module):
         self.inner, self.cfg = inner, inner.cfg
         self.seconds = {"encode": 0.0, "decode": 0.0, "logits": 0.0}
         self.calls = {"decode": 0}
+        self.vocab = 0  # the width of the last logits
 
     def _timed(self, name: str, *args: Any) -> Tensor:
         start = time.perf_counter()
@@ -55,7 +60,25 @@ class TimedModel(nn.Module):
         return self._timed("decode", tgt, memory, src_mask, cache)
 
     def logits(self, states: Tensor) -> Tensor:
-        return self._timed("logits", states)
+        out = self._timed("logits", states)
+        self.vocab = out.size(-1)
+        return out
+
+
+def time_topk(rows: int, width: int, k: int, repeats: int = 200) -> dict[str, float]:
+    """Microseconds per call (median of 5 blocks) of ``row_topk`` and ``topk`` on random (rows, width) scores."""
+    scores = torch.randn(rows, width, generator=torch.Generator().manual_seed(0))
+    timings = {}
+    for name, topk in (("grouped", lambda: row_topk(scores, k)), ("plain", lambda: scores.topk(k, dim=1))):
+        topk()  # warm-up
+        blocks = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(repeats // 5):
+                topk()
+            blocks.append((time.perf_counter() - start) / (repeats // 5) * 1e6)
+        timings[f"{name}_us"] = statistics.median(blocks)
+    return {"rows": rows, "width": width, "k": k, **timings}
 
 
 def profile(args: argparse.Namespace) -> dict[str, Any]:
@@ -103,6 +126,7 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
         "search_overhead_seconds": total - model,
         "model_share": model / total,
         "cprofile_by_own_time": stream.getvalue(),
+        "topk": time_topk(translator.decode.batch_sentences, args.beam * timed.vocab, 2 * args.beam),
         "operators": {
             "wall_seconds": profiled,
             "in_operators_seconds": in_operators,
@@ -138,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     for row in ops["top"]:
         print(f"  {row['op']:32}{row['seconds']:8.3f} s{row['calls']:8d} calls")
+    topk = report["topk"]
+    print(
+        f"the search's top-{topk['k']} of {topk['rows']} x {topk['width']} candidates: "
+        f"grouped {topk['grouped_us']:.0f} us, plain topk {topk['plain_us']:.0f} us "
+        f"({topk['plain_us'] / topk['grouped_us']:.2f}x)"
+    )
     write_report(report, args.out)
     return 0
 

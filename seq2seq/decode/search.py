@@ -137,7 +137,8 @@ def step_log_probs(
     """Log-probabilities (B, V) of the next token after the prefixes ``tokens`` (B, t)."""
     new = tokens[:, -1:] if cache is not None else tokens
     states = model.decode(new, memory, src_mask, cache)  # (B, 1 or t, D)
-    return F.log_softmax(model.logits(states[:, -1]).float(), dim=-1)
+    # dtype= casts inside the kernel: a bf16 model's logits are not first copied to float32.
+    return F.log_softmax(model.logits(states[:, -1]), dim=-1, dtype=torch.float32)
 
 
 @torch.no_grad()
@@ -202,6 +203,31 @@ def _banned_tokens(prefix: list[int], n: int) -> set[int]:
         return set()
     tail = tuple(prefix[len(prefix) - n + 1 :])
     return {prefix[i + n - 1] for i in range(len(prefix) - n + 1) if tuple(prefix[i : i + n - 1]) == tail}
+
+
+def row_topk(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """The k largest of each row of ``scores`` (R, W), best first, with their column indices: (R, k) each.
+
+    The values of ``scores.topk(k, dim=1)``, from two small top-k calls instead of one over every
+    column: on a CPU, ``topk`` over beam search's N·V columns cost as much as the log-softmax
+    before it (docs/benchmarks.md). Each row's W entries are dealt into G groups of C = W / G
+    (entry j to group j mod G), and a group's maximum is an element-wise maximum over C contiguous
+    slices of the row, the cheapest pass over it there is. The k best entries lie in the k groups
+    with the largest maxima: a group holding one of them has a maximum at least that large, and
+    fewer than k groups hold an entry larger than the k-th. So the top k of those groups' C·k
+    entries is the top k of the row. Equal scores may come out in another order than ``topk``'s.
+    Rows too narrow to group (no C from 16 to W / 4k divides W) take ``topk`` itself.
+    """
+    width = scores.size(1)
+    size = next((c for c in range(16, width // (4 * k) + 1) if width % c == 0), 0)  # C: members per group
+    if not size:
+        return scores.topk(k, dim=1)
+    groups = width // size
+    members = scores.view(scores.size(0), size, groups)  # [r, m, g] = scores[r, m·G + g]
+    best_groups = members.amax(dim=1).topk(k, dim=1).indices  # (R, k)
+    candidates = members.gather(2, best_groups[:, None, :].expand(-1, size, k)).flatten(1)  # (R, C·k)
+    values, at = candidates.topk(k, dim=1)  # candidate m·k + j is member m of group best_groups[r, j]
+    return values, (at // k) * groups + best_groups.gather(1, at % k)
 
 
 def length_penalty_factor(length: int, alpha: float) -> float:
@@ -273,8 +299,9 @@ def beam_search(
         for process in processors:
             process(step, tokens, log_probs, [i for i in live for _ in range(n)])
         ended_before = len(finished[0])
-        candidates = (beam_scores.view(-1, 1) + log_probs).view(len(live), n * vocab)  # (L, N*V)
-        top_scores, top_index = candidates.topk(2 * n, dim=1)  # (L, 2N), best first
+        # In place: a fresh (L*N, V) sum would be one more large allocation per step.
+        candidates = log_probs.add_(beam_scores.view(-1, 1)).view(len(live), n * vocab)  # (L, N*V)
+        top_scores, top_index = row_topk(candidates, 2 * n)  # (L, 2N), best first
         top_tokens = top_index % vocab
         top_rows = top_index // vocab + torch.arange(len(live), device=device)[:, None] * n  # batch row extended
         real = top_scores > float("-inf")

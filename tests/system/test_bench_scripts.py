@@ -171,3 +171,5 @@ def test_profile_decode_splits_model_search_and_python(tmp_path, toy_run):
     ops = report["operators"]
     assert 0 < ops["in_operators_seconds"] < ops["wall_seconds"] and 0 < ops["outside_operators_share"] < 1
     assert ops["top"] and all(row["calls"] > 0 for row in ops["top"])
+    topk = report["topk"]
+    assert topk["k"] == 4 and topk["width"] % 2 == 0 and topk["grouped_us"] > 0 and topk["plain_us"] > 0

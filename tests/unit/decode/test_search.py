@@ -1,6 +1,6 @@
 """seq2seq.decode.search: beam 1 equals greedy, cached equals uncached, batch composition
 does not change a sentence's output, a scripted decoder with hand-computed
-hypotheses and scores, n-gram blocking, length limits."""
+hypotheses and scores, n-gram blocking, length limits, the grouped top-k."""
 
 import math
 
@@ -25,7 +25,8 @@ from conftest import (
 )
 from torch import Tensor
 
-from seq2seq.decode.search import beam_search, greedy_search, length_limits
+import seq2seq.decode.search as search
+from seq2seq.decode.search import beam_search, greedy_search, length_limits, row_topk
 
 
 # -- a real (tiny, random) model --------------------------------------------
@@ -294,3 +295,36 @@ def test_length_limits_values():
     assert length_limits(src, 2.0, 0, 512).tolist() == [6, 10, 2]
     assert length_limits(src, 10.0, 100, 64).tolist() == [63, 63, 63]  # within the position table
     assert length_limits(src, 0.0, 0, 64).tolist() == [1, 1, 1]  # at least one token
+
+
+# -- the grouped top-k of beam search's candidates ----------------------------
+@pytest.mark.parametrize("width", [20_000, 5 * 257, 4_000, 640, 97, 12])  # grouped, and too narrow or prime
+@pytest.mark.parametrize("k", [1, 10])
+def test_row_topk_equals_topk(width, k):
+    scores = torch.randn(6, width, generator=torch.Generator().manual_seed(width + k)) * 4
+    scores[1] = float("-inf")  # a row of beams that start at -inf
+    scores[2, : width // 2] = float("-inf")
+    k = min(k, width)
+    values, index = row_topk(scores, k)
+    expected_values, expected_index = scores.topk(k, dim=1)
+    assert torch.equal(values, expected_values)
+    assert torch.equal(index[[0, 2, 3, 4, 5]], expected_index[[0, 2, 3, 4, 5]])  # distinct values: same entries
+    assert torch.equal(scores.gather(1, index), values)  # the -inf row: any k of its equal entries
+
+
+def test_row_topk_ties_give_the_tied_values():
+    """bf16 log-probabilities tie often: the values stay those of topk, each index one of a tied entry."""
+    scores = torch.randint(-40, 0, (8, 20_000), generator=torch.Generator().manual_seed(0)).float() / 8
+    values, index = row_topk(scores, 10)
+    assert torch.equal(values, scores.topk(10, dim=1).values)
+    assert torch.equal(scores.gather(1, index), values)
+    assert all(len(set(row)) == 10 for row in index.tolist())  # no entry taken twice
+
+
+def test_beam_search_outputs_do_not_depend_on_the_grouped_topk(tiny_model, monkeypatch):
+    """A vocabulary wide enough to be grouped (N·V = 5·400): the same hypotheses as with plain topk."""
+    model = EosRamp(tiny_model(src_vocab=400, tgt_vocab=400))
+    src = sources(6, vocab=400)
+    grouped = beam_search(model, src, beam=5, nbest=5)
+    monkeypatch.setattr(search, "row_topk", lambda scores, k: scores.topk(k, dim=1))
+    assert beam_search(model, src, beam=5, nbest=5) == grouped
