@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchlib import add_common_options, free_port, machine_info, set_threads, start_server, write_report
+from benchlib import add_common_options, free_port, machine_info, rss_mib, set_threads, start_server, write_report
 
 from seq2seq.decode.loader import load_translator
 from seq2seq.device import DECODE_PRECISIONS, resolve_device
@@ -72,14 +72,6 @@ def load_test(port: int, sentences: list[str], clients: int, beam: int, requests
     }
 
 
-def peak_rss_mib(pid: int) -> float:
-    """The peak resident set size of a process (Linux /proc), in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="run directory (its test.src is the input)")
@@ -124,7 +116,7 @@ def main() -> None:
                 )
             rounds.append(record)
             print(f"round {number + 1}/{args.rounds}: {json.dumps(record)}", file=sys.stderr)
-        rss = peak_rss_mib(server.pid)
+        rss = rss_mib(server.pid, "VmHWM")
     finally:
         server.terminate()
         server.wait(timeout=60)

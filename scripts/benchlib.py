@@ -135,6 +135,14 @@ def run_or_exit(name: str, run: Callable[[argparse.Namespace], dict[str, Any]], 
         raise SystemExit(2) from None
 
 
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident set (VmRSS) or its peak (VmHWM), in MiB, from Linux's /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no {field} for pid {pid}")
+
+
 def write_report(report: dict[str, Any], out: Path) -> None:
     """Write the JSON report (UTF-8, indented) and say where."""
     out.parent.mkdir(parents=True, exist_ok=True)

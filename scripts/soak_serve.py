@@ -27,10 +27,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
-from benchlib import add_common_options, free_port, machine_info, set_threads, start_server, write_report
+from benchlib import add_common_options, free_port, machine_info, rss_mib, set_threads, start_server, write_report
 
 SENTENCES = ["我们去散步。", "他昨天去了北京。", "今天天气很好。", "我想喝一杯咖啡。", "你好。", "这本书是我的。"]
 OVERSIZED = 600 * 1024  # the probe's body that once ended in a broken pipe
@@ -196,14 +195,6 @@ def problems(outcome: Outcome) -> list[str]:
     if reply.status == 200 and [r["source"] for r in reply.json()["results"]] != [outcome.sentence]:
         found.append(f"{outcome.kind}: a 200 that answers another request")
     return found
-
-
-def rss_mib(pid: int, field: str = "VmRSS") -> float:
-    """A process's resident set (VmRSS) or its peak (VmHWM), in MiB, from Linux's /proc."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 1024
-    raise ValueError(f"no {field} for pid {pid}")
 
 
 WEIGHTS = {

@@ -150,6 +150,18 @@ def test_bench_explain_times_the_report(tmp_path, toy_run):
     assert report["source_pieces"] > 1 and "report of" in done.stdout
 
 
+def test_bench_onednn_cache_decodes_in_one_process_per_cache_size(tmp_path, toy_run):
+    out = tmp_path / "cache.json"
+    args = ("--model", str(toy_run), "--sizes", "64", "1024", "--rounds", "1", "--sentences", "4", "--beam", "2")
+    done = _run("scripts/bench_onednn_cache.py", *args, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["entries"] for row in rows] == [64, 1024]
+    assert all(row["sentences_per_s"] > 0 and 0 < row["rss_mib"] <= row["peak_rss_mib"] for row in rows)
+    missing = _run("scripts/bench_onednn_cache.py", "--model", str(tmp_path / "absent"), "--rounds", "1")
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "error" in missing.stderr
+
+
 def test_profile_decode_splits_model_search_and_python(tmp_path, toy_run):
     out = tmp_path / "profile.json"
     done = _run(

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+from benchlib import rss_mib
 from conftest import serve_process
 from soak_serve import (
     OVERSIZED,
@@ -25,7 +26,6 @@ from soak_serve import (
     exchange,
     head,
     problems,
-    rss_mib,
     translate_body,
 )
 
