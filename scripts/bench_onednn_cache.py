@@ -5,9 +5,11 @@ caches (its own, ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``, and torch's wrapper's, ``L
 of 1,024 entries each unless those variables say otherwise. A beam search of the test split runs in
 a fresh process per size (the libraries read the variables once, so one process cannot hold two),
 the sizes alternating ``--rounds`` times; reported per size: sentences/s (median of the processes'
-second passes: the first fills the caches) and resident memory after the decode. Linux only (/proc).
+second passes: the first fills the caches) and resident memory after the decode. The default sizes are
+the libraries' 1,024 and ``seq2seq.device.ONEDNN_CACHE_ENTRIES``, what a bf16 decode here sets. Linux only
+(/proc).
 
-    python scripts/bench_onednn_cache.py --model runs/zh-en-b2048 --rounds 4 --out docs/bench_onednn_cache.json
+    python scripts/bench_onednn_cache.py --model runs/zh-en-b2048 --sizes 64 1024 8192 --rounds 4
 """
 
 import argparse
@@ -24,9 +26,8 @@ from benchlib import add_common_options, machine_info, rss_mib, run_or_exit, wri
 
 from seq2seq.data.corpus import read_lines
 from seq2seq.decode.loader import load_translator
+from seq2seq.device import ONEDNN_CACHE_ENTRIES, ONEDNN_CACHES
 from seq2seq.errors import UserError
-
-CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 
 
 def decode_once(args: argparse.Namespace) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     runs: dict[int, list[dict[str, Any]]] = {size: [] for size in args.sizes}
     for round_ in range(args.rounds):
         for size in args.sizes[round_ % len(args.sizes) :] + args.sizes[: round_ % len(args.sizes)]:
-            env = {**os.environ, **{name: str(size) for name in CACHES}}
+            env = {**os.environ, **{name: str(size) for name in ONEDNN_CACHES}}
             done = subprocess.run(child, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 last = (done.stderr.strip().splitlines() or ["no message"])[-1]
@@ -71,7 +72,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="runs/zh-en", help="run directory")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 1024], help="cache entries to compare")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[1024, ONEDNN_CACHE_ENTRIES], help="cache entries to compare"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="processes per size, alternating")
     parser.add_argument("--sentences", type=int, default=0, help="first N test sentences; 0 = all")
     parser.add_argument("--beam", type=int, default=5)

@@ -9,7 +9,8 @@
   bf16 there needs macOS 14 and is not native arithmetic on every Apple GPU, so it runs only when
   asked for.
 * ``decode_precision`` (translate, evaluate, serve): ``auto`` is ``bf16`` (a bf16 copy of the
-  weights) where bf16 is native, else ``float32`` (decoding has no float16 mode).
+  weights) where bf16 is native, else ``float32`` (decoding has no float16 mode);
+  ``size_onednn_caches`` gives a bf16 decode on a CPU room to keep its compiled kernels.
 * ``available_cpus``: the cores training and decoding threads, the tokenizer and the corpus workers
   share: the affinity mask, capped by a cgroup CPU quota (a container limited to 2 CPUs on a
   64-core host has 2, whatever its mask says).
@@ -19,6 +20,7 @@ Training and decoding both import this module, so neither imports the other to f
 
 import math
 import os
+from collections.abc import MutableMapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,9 @@ import torch
 from seq2seq.errors import UserError
 
 DECODE_PRECISIONS = ("auto", "float32", "bf16")
+# The two caches of compiled oneDNN kernels, oneDNN's own and the one of torch's wrapper around it.
+ONEDNN_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+ONEDNN_CACHE_ENTRIES = 8192  # eight times the libraries' default: docs/benchmarks.md measured the trade
 
 
 def resolve_device(name: str) -> torch.device:
@@ -132,6 +137,20 @@ def use_bf16(precision: str, device: torch.device) -> bool:
 def autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
     """An autocast context to ``dtype`` (bf16 or float16), or a no-op for None."""
     return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
+
+
+def size_onednn_caches(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Give oneDNN's kernel caches ``ONEDNN_CACHE_ENTRIES`` entries each, unless the user sized them.
+
+    A CPU runs bf16 matrix products through oneDNN, which compiles a kernel for every shape and
+    keeps it in two caches of 1,024 entries by default. A decode meets new shapes at every step
+    (the self-attention keys grow) and at every batch size, more than 1,024 of them, so at the
+    default it compiles again the kernels it dropped; larger caches decode faster and hold more
+    memory (docs/benchmarks.md, docs/serving.md). The libraries read the sizes when they first
+    build a kernel: this must run before the process's first bf16 product to count.
+    """
+    for name in ONEDNN_CACHES:
+        environ.setdefault(name, str(ONEDNN_CACHE_ENTRIES))
 
 
 def decode_precision(precision: str, device: torch.device) -> str:

@@ -1,7 +1,8 @@
 """Our own decoder behind the ``Translator`` interface: every capability, on one model or an ensemble.
 
 Decoding in ``bf16`` runs on a bf16 copy of the weights rather than under autocast: autocast
-would cast every weight again at every decoding step.
+would cast every weight again at every decoding step. On a CPU it first sizes oneDNN's caches of
+compiled kernels (``seq2seq.device.size_onednn_caches``).
 
 A translator given ``threads`` sets torch's intra-op threads to that number on the thread that
 searches, at every search: torch keeps the count per process and OpenMP per calling thread, so
@@ -22,6 +23,7 @@ from seq2seq.decode.batched import search_ids
 from seq2seq.decode.forced import ForcedScore, score_ids
 from seq2seq.decode.search import Hypothesis
 from seq2seq.decode.translator import PLAIN, Capabilities, SearchOptions, SentenceAttention, Translator
+from seq2seq.device import size_onednn_caches
 from seq2seq.errors import UserError
 from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Transformer
@@ -59,6 +61,8 @@ class TorchTranslator(Translator):
             tokenizer, decode, device, model.cfg.max_positions, normalize_source, normalize_target, precision, config
         )
         self.model = model
+        if precision == "bf16" and device.type == "cpu":
+            size_onednn_caches()
         self.search_model = copy.deepcopy(model).to(torch.bfloat16) if precision == "bf16" else model
         """The weights searches run on: ``model`` itself, or its bf16 copy."""
         self.threads, self.workers = threads, workers

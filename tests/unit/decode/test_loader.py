@@ -1,4 +1,7 @@
-"""seq2seq.decode.loader: the decoding precision (auto, float32, bf16) and the loader the verbs share."""
+"""seq2seq.decode.loader: the decoding precision (auto, float32, bf16; bf16 on a CPU sizes oneDNN's kernel caches)
+and the loader the verbs share."""
+
+import os
 
 import pytest
 import torch
@@ -9,7 +12,7 @@ from seq2seq.cli import build_parser
 from seq2seq.cli.common import load_for
 from seq2seq.data.corpus import read_lines
 from seq2seq.decode.loader import load_translator
-from seq2seq.device import decode_precision
+from seq2seq.device import ONEDNN_CACHE_ENTRIES, ONEDNN_CACHES, decode_precision
 from seq2seq.errors import UserError
 
 CPU = torch.device("cpu")
@@ -40,6 +43,17 @@ def test_bf16_decodes_with_bf16_weights_and_keeps_the_model_float32(toy_run):
     assert sum(bool(t) for t in a) >= len(sentences) // 4  # guard: the toy model says something
     assert sum(x == y for x, y in zip(a, b, strict=True)) >= 0.7 * len(sentences)
     assert sum(bool(t) for t in b) >= 0.8 * sum(bool(t) for t in a)
+
+
+def test_a_bf16_decode_on_a_cpu_sizes_onednns_kernel_caches_unless_the_user_did(toy_run, monkeypatch):
+    for name in ONEDNN_CACHES:
+        monkeypatch.delenv(name, raising=False)
+    load_translator([toy_run], CPU, precision="float32")
+    assert not any(name in os.environ for name in ONEDNN_CACHES)  # float32 never reaches oneDNN
+    monkeypatch.setenv("LRU_CACHE_CAPACITY", "64")
+    load_translator([toy_run], CPU, precision="bf16")
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(ONEDNN_CACHE_ENTRIES)
+    assert os.environ["LRU_CACHE_CAPACITY"] == "64"
 
 
 def test_cli_precision_flag(toy_run):
