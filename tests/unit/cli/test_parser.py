@@ -1,8 +1,11 @@
 """The command line explains itself: every option's help shows its default, ``--version`` prints the package's
 version, ``--device`` has help, ``export`` takes ``--model`` like every other verb, and ``evaluate`` documents
-its one way to compare systems. Parser-level: nothing is loaded or trained."""
+its one way to compare systems; ``--version``, ``recipes`` and ``init`` import no torch, and a mistyped verb
+is refused naming the verbs. Parser-level: nothing is loaded or trained."""
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 from conftest import REPO, main_error
@@ -63,6 +66,21 @@ def test_version_is_the_packages(capsys):
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"seq2seq {__version__}"
     project = (REPO / "pyproject.toml").read_text(encoding="utf-8")  # the wheel's version is seq2seq.__version__
     assert 'dynamic = ["version"]' in project and 'version = { attr = "seq2seq.__version__" }' in project
+
+
+@pytest.mark.parametrize("args", [["--version"], ["recipes"], ["init", "--help"]])
+def test_commands_without_a_model_do_not_import_torch(args):
+    """Only the verb's own module is imported: these need no torch, whose import takes seconds."""
+    code = f"import sys; from seq2seq.cli import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+    code += "sys.exit(3 if 'torch' in sys.modules else 0)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()  # it did print its version, its list or its help
+
+
+def test_an_unknown_verb_is_refused_naming_the_verbs(capsys):
+    error = main_error(capsys, "tranlsate", "你好")
+    assert "invalid choice: 'tranlsate'" in error and "translate" in error
 
 
 def test_every_device_option_has_help():
