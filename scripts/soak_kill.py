@@ -106,7 +106,7 @@ class Launcher:
     def __init__(self) -> None:
         self.context = multiprocessing.get_context("forkserver")
         # torch.optim imports torch._dynamo when the first optimizer is built: seconds, paid once here.
-        self.context.set_forkserver_preload(["seq2seq.cli", "torch._dynamo"])
+        self.context.set_forkserver_preload(["seq2seq.cli.train", "torch._dynamo"])  # the verb the children run
         warm_up = self.context.Process(target=time.sleep, args=(0,))  # start the server (and its imports) now,
         warm_up.start()  # so that no trainer's delay includes them
         warm_up.join()
