@@ -17,6 +17,7 @@ sentence at ``<end>`` or at ``max_len_a · len(src) + max_len_b`` tokens, and st
 the batch when every sentence is done.
 """
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -205,6 +206,15 @@ def _banned_tokens(prefix: list[int], n: int) -> set[int]:
     return {prefix[i + n - 1] for i in range(len(prefix) - n + 1) if tuple(prefix[i : i + n - 1]) == tail}
 
 
+@functools.cache
+def _group_size(width: int, k: int) -> int:
+    """C, the members of each of ``row_topk``'s groups: the least from 16 to W / 4k dividing W, else 0.
+
+    Cached: a search asks at every step for the same width, and a width with no such divisor scans
+    thousands of candidates."""
+    return next((c for c in range(16, width // (4 * k) + 1) if width % c == 0), 0)
+
+
 def row_topk(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """The k largest of each row of ``scores`` (R, W), best first, with their column indices: (R, k) each.
 
@@ -219,7 +229,7 @@ def row_topk(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     Rows too narrow to group (no C from 16 to W / 4k divides W) take ``topk`` itself.
     """
     width = scores.size(1)
-    size = next((c for c in range(16, width // (4 * k) + 1) if width % c == 0), 0)  # C: members per group
+    size = _group_size(width, k)
     if not size:
         return scores.topk(k, dim=1)
     groups = width // size
