@@ -133,13 +133,27 @@ def length_limits(src: Tensor, max_len_a: float, max_len_b: int, max_positions: 
 
 
 def step_log_probs(
-    model: nn.Module, tokens: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None
+    model: nn.Module,
+    tokens: Tensor,
+    memory: Tensor,
+    src_mask: Tensor,
+    cache: DecoderCache | None,
+    out: Tensor | None = None,
 ) -> Tensor:
-    """Log-probabilities (B, V) of the next token after the prefixes ``tokens`` (B, t)."""
+    """Log-probabilities (B, V), in float32, of the next token after the prefixes ``tokens`` (B, t).
+
+    ``out`` (B' >= B, V), when given, receives them in its first B rows, which are returned: the
+    searches pass the first step's result back in, so every later step writes memory the last one
+    already touched. A fresh (B, V) tensor at every step cost a bf16 beam search more than the
+    log-softmax itself (docs/benchmarks.md).
+    """
     new = tokens[:, -1:] if cache is not None else tokens
     states = model.decode(new, memory, src_mask, cache)  # (B, 1 or t, D)
-    # dtype= casts inside the kernel: a bf16 model's logits are not first copied to float32.
-    return F.log_softmax(model.logits(states[:, -1]), dim=-1, dtype=torch.float32)
+    logits = model.logits(states[:, -1])  # (B, V), in the model's dtype
+    if out is None:
+        return F.log_softmax(logits, dim=-1, dtype=torch.float32)
+    rows = out[: logits.size(0)].copy_(logits)
+    return torch.log_softmax(rows, dim=-1, out=rows)  # in place: each element is read before it is written
 
 
 @torch.no_grad()
@@ -169,8 +183,9 @@ def greedy_search(
     outputs: list[list[int]] = [[] for _ in range(b)]
     scores = [0.0] * b
     live = list(range(b))  # the sentence of each batch row
+    scratch: Tensor | None = None  # the first step's log-probabilities, rewritten by every later step
     for step in range(max(limits)):
-        log_probs = step_log_probs(model, tokens, memory, src_mask, cache)  # (L, V)
+        log_probs = scratch = step_log_probs(model, tokens, memory, src_mask, cache, scratch)  # (L, V)
         for process in processors:
             process(step, tokens, log_probs, live)
         if sampler is None:
@@ -303,8 +318,9 @@ def beam_search(
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
     live = list(range(b))  # the sentence of each group of N batch rows
     rank = torch.arange(2 * n, device=device)  # (2N,)
+    scratch: Tensor | None = None  # the first step's log-probabilities, rewritten by every later step
     for step in range(max(limit_of)):
-        log_probs = step_log_probs(model, tokens, memory, src_mask, cache)  # (L*N, V)
+        log_probs = scratch = step_log_probs(model, tokens, memory, src_mask, cache, scratch)  # (L*N, V)
         vocab = log_probs.size(-1)
         for process in processors:
             process(step, tokens, log_probs, [i for i in live for _ in range(n)])

@@ -328,3 +328,28 @@ def test_beam_search_outputs_do_not_depend_on_the_grouped_topk(tiny_model, monke
     grouped = beam_search(model, src, beam=5, nbest=5)
     monkeypatch.setattr(search, "row_topk", lambda scores, k: scores.topk(k, dim=1))
     assert beam_search(model, src, beam=5, nbest=5) == grouped
+
+
+# -- the log-probabilities' buffer, reused from step to step -----------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_step_log_probs_writes_into_the_rows_of_out(tiny_model, dtype):
+    model = tiny_model().to(dtype)
+    src = sources(3)
+    memory, src_mask, tokens, cache = search.start_beams(model, src, 2, use_cache=True)
+    out = torch.full((10, model.out_proj.out_features), 7.0)
+    log_probs = search.step_log_probs(model, tokens, memory, src_mask, cache, out)
+    assert log_probs.data_ptr() == out.data_ptr() and log_probs.shape == (6, out.size(1))
+    assert (out[6:] == 7.0).all()  # rows past the batch's stay as they were
+    fresh = search.step_log_probs(model, tokens, memory, src_mask, None)  # the whole prefix, no buffer
+    assert log_probs.dtype == fresh.dtype == torch.float32
+    torch.testing.assert_close(log_probs, fresh, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("nbest", [1, 3])
+def test_searches_do_not_depend_on_the_reused_buffer(ramp_model, monkeypatch, nbest):
+    """Sentences leave the batch at different steps (the rows shrink): the same outputs as with a fresh tensor per step."""
+    src = sources(7)
+    reused = beam_search(ramp_model, src, beam=3, nbest=nbest), greedy_search(ramp_model, src)
+    step = search.step_log_probs
+    monkeypatch.setattr(search, "step_log_probs", lambda *args: step(*args[:5]))
+    assert (beam_search(ramp_model, src, beam=3, nbest=nbest), greedy_search(ramp_model, src)) == reused
