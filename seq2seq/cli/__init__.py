@@ -3,8 +3,9 @@ packages together), ``seq2seq.cli.common`` for what several verbs share, ``seq2s
 they print. Every error reaches the user as one line and exit status 2.
 
 A command imports only its own verb's module: most verbs need torch, whose import takes seconds, and
-``seq2seq recipes``, ``seq2seq init`` and ``seq2seq --version`` need none of it. The whole parser (every
-verb) is built for ``--help``, for a verb it does not know, and for the docs.
+``seq2seq recipes``, ``seq2seq init``, ``seq2seq --version`` and ``seq2seq --help`` need none of it. The
+top level lists the other verbs by their summaries (``VERBS``), which is all ``--help`` and a mistyped
+verb show; the docs build the whole parser.
 """
 
 import argparse
@@ -13,31 +14,31 @@ import sys
 from collections.abc import Sequence
 
 from seq2seq import __version__
-from seq2seq.cli.parser import Parser
+from seq2seq.cli.parser import VERBS, Parser
 from seq2seq.errors import UserError
 
-VERBS = ("recipes", "init", "fetch", "train", "prepare", "translate", "score", "evaluate", "export", "serve", "explain")
 
-
-def build_parser(verbs: Sequence[str] = VERBS) -> argparse.ArgumentParser:
-    """The ``seq2seq`` parser with the subcommands ``verbs`` (each module ``seq2seq.cli.<verb>``)."""
+def build_parser(verbs: Sequence[str] = tuple(VERBS)) -> argparse.ArgumentParser:
+    """The ``seq2seq`` parser, with the options of the subcommands ``verbs`` (each from its module
+    ``seq2seq.cli.<verb>``) and every other verb by its summary alone."""
     parser = Parser(
         prog="seq2seq",
         description="Train and run encoder-decoder Transformers for translation.",
     )
     parser.add_argument("--version", action="version", version=f"seq2seq {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for verb in verbs:
-        importlib.import_module(f"seq2seq.cli.{verb}").add_parser(sub)
+    for verb, summary in VERBS.items():
+        if verb in verbs:
+            importlib.import_module(f"seq2seq.cli.{verb}").add_parser(sub)
+        else:
+            sub.add_parser(verb, help=summary)
     return parser
 
 
 def _verbs_for(argv: Sequence[str]) -> Sequence[str]:
-    """The verbs whose modules ``argv`` needs: its verb alone, none for ``--version``, else all."""
+    """The verbs whose modules ``argv`` needs: its verb alone, else none (``--version``, ``--help``, a typo)."""
     first = next((arg for arg in argv if not arg.startswith("-")), None)
-    if first in VERBS:
-        return (first,)
-    return () if list(argv) == ["--version"] else VERBS
+    return (first,) if first in VERBS else ()
 
 
 def main(argv: list[str] | None = None) -> None:

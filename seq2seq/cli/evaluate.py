@@ -23,6 +23,7 @@ from seq2seq.cli.common import (
     run_directory,
 )
 from seq2seq.cli.output import evaluation_report
+from seq2seq.cli.parser import VERBS
 from seq2seq.config import BLEU_TOKENIZERS, Config, load_config
 from seq2seq.data.corpus import normalize, read_lines
 from seq2seq.decode.ctranslate2 import require_exported
@@ -37,7 +38,7 @@ from seq2seq.evaluate.metrics import DEFAULT_TOKENIZER, bleu_metric, configured_
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "evaluate",
-        help="score translations with BLEU/chrF (default: the run's test split)",
+        help=VERBS["evaluate"],
         description="BLEU and chrF of a model, or of a translation file (--hyp), on a test set, by bucket. "
         "Comparing systems has one way: --compare RUN RUN... (each run translates the test set) or several "
         "--hyp files, on the same references: each system's BLEU, chrF and chrF++ with a 95% interval, and "

@@ -8,13 +8,14 @@ from pathlib import Path
 from seq2seq.atomic import write_text_atomically
 from seq2seq.checkpoint import resolve_checkpoint
 from seq2seq.cli.common import add_engine, add_models, default_run_dir, load_for
+from seq2seq.cli.parser import VERBS
 from seq2seq.decode.loader import engine_class
 from seq2seq.explain.page import render_page, report_json
 from seq2seq.explain.report import explain
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("explain", help="show what the model does with one sentence, idea by idea (an HTML page)")
+    p = sub.add_parser("explain", help=VERBS["explain"])
     p.add_argument("sentence", help="the sentence to explain")
     p.add_argument("--ref", help="a reference translation: teacher forcing beside greedy decoding")
     add_models(p, several=False)

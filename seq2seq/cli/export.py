@@ -2,15 +2,14 @@
 
 import argparse
 
+from seq2seq.cli.parser import VERBS
 from seq2seq.errors import UserError
 from seq2seq.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
 from seq2seq.export.transformers import export_transformers
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "export", help="convert a trained model for another inference engine (CTranslate2, transformers' MarianMT)"
-    )
+    p = sub.add_parser("export", help=VERBS["export"])
     p.add_argument("--model", help="run directory or checkpoint file")
     p.add_argument("path", nargs="?", metavar="MODEL", help="an alias of --model (seq2seq export RUN_DIR --out DIR)")
     p.add_argument(

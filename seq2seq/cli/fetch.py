@@ -2,6 +2,7 @@
 
 import argparse
 
+from seq2seq.cli.parser import VERBS
 from seq2seq.data.fetch import CORPUS_OUT, FetchError, add_arguments
 from seq2seq.data.fetch import run as fetch
 from seq2seq.errors import UserError
@@ -10,7 +11,7 @@ from seq2seq.errors import UserError
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "fetch",
-        help="fetch a corpus the recipes train on into data/ (tatoeba, tatoeba-full, hsk; --lexicon cedict)",
+        help=VERBS["fetch"],
         description="Fetch a training corpus into data/ of this directory, where the recipes look for it: "
         "a local copy (--local, or its environment variable), else its download, checked and renamed into place.",
     )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from seq2seq.cli.parser import VERBS
 from seq2seq.config import config_from_dict
 from seq2seq.errors import UserError
 from seq2seq.recipe import DEFAULT_RECIPE, config_for, recipe_names
@@ -14,7 +15,7 @@ from seq2seq.recipe import DEFAULT_RECIPE, config_for, recipe_names
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "init",
-        help="write a commented config for your own data: seq2seq init --src F --tgt F > my.yaml",
+        help=VERBS["init"],
         description="Print a recipe as a config for your own corpus: its data files replaced by --src/--tgt "
         "(or --tsv), every other setting and comment kept. Without files: the recipe itself, to edit.",
     )

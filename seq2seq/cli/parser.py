@@ -1,8 +1,23 @@
-"""The parser class of the ``seq2seq`` command, apart from ``seq2seq.cli.common`` so that building the
-command's top level imports nothing heavy."""
+"""What the ``seq2seq`` command's top level is built from, apart from ``seq2seq.cli.common`` so that it
+imports nothing heavy: the parser class and ``VERBS``, each verb's one-line summary."""
 
 import argparse
 import sys
+
+VERBS = {
+    "recipes": "list the packaged recipes (train --config NAME; init --recipe NAME writes one for your own data)",
+    "init": "write a commented config for your own data: seq2seq init --src F --tgt F > my.yaml",
+    "fetch": "fetch a corpus the recipes train on into data/ (tatoeba, tatoeba-full, hsk; --lexicon cedict)",
+    "train": "train a model (continues an existing run directory)",
+    "prepare": "run the data pipeline only and print its report",
+    "translate": "translate sentences (arguments, stdin or -i FILE)",
+    "score": "forced decoding: the log-probability of each reference given its source",
+    "evaluate": "score translations with BLEU/chrF (default: the run's test split)",
+    "export": "convert a trained model for another inference engine (CTranslate2, transformers' MarianMT)",
+    "serve": "serve a model over HTTP: JSON API and an attention explorer page",
+    "explain": "show what the model does with one sentence, idea by idea (an HTML page)",
+}
+"""Each verb (module ``seq2seq.cli.<verb>``) and the line ``seq2seq --help`` lists it with, in that order."""
 
 
 class DefaultsFormatter(argparse.HelpFormatter):

@@ -4,6 +4,7 @@ import argparse
 import json
 
 from seq2seq.cli.common import add_config
+from seq2seq.cli.parser import VERBS
 from seq2seq.config import load_config
 from seq2seq.data.batching import BucketSampler, padding_fraction
 from seq2seq.data.mixing import CorpusMix
@@ -11,7 +12,7 @@ from seq2seq.data.pipeline import prepare_data
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("prepare", help="run the data pipeline only and print its report")
+    p = sub.add_parser("prepare", help=VERBS["prepare"])
     add_config(p)
     p.set_defaults(func=run)
 

@@ -2,13 +2,14 @@
 
 import argparse
 
+from seq2seq.cli.parser import VERBS
 from seq2seq.recipe import DEFAULT_RECIPE, recipe_names, recipe_summary
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "recipes",
-        help="list the packaged recipes (train --config NAME; init --recipe NAME writes one for your own data)",
+        help=VERBS["recipes"],
     )
     p.set_defaults(func=run)
 

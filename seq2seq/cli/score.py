@@ -5,11 +5,12 @@ import sys
 
 from seq2seq.cli.common import add_engine, add_models, load_for, model_paths, read_aligned, run_files
 from seq2seq.cli.output import score_line, score_summary
+from seq2seq.cli.parser import VERBS
 from seq2seq.decode.loader import engine_class, require_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("score", help="forced decoding: the log-probability of each reference given its source")
+    p = sub.add_parser("score", help=VERBS["score"])
     add_models(p)
     p.add_argument("--src", help="source file (default: the run's test.src)")
     p.add_argument("--ref", help="reference file (default: the run's test.tgt)")

@@ -11,6 +11,7 @@ import os
 import sys
 
 from seq2seq.cli.common import add_engine, add_models, default_run_dir, load_for, positive_float, positive_int
+from seq2seq.cli.parser import VERBS
 from seq2seq.decode.ctranslate2 import CTranslate2Translator
 from seq2seq.decode.loader import model_step
 from seq2seq.decode.translator import Translator
@@ -18,7 +19,7 @@ from seq2seq.errors import UserError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve a model over HTTP: JSON API and an attention explorer page")
+    p = sub.add_parser("serve", help=VERBS["serve"])
     add_models(p, several=False)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")

@@ -4,11 +4,12 @@ import argparse
 import sys
 
 from seq2seq.cli.common import add_config, add_device
+from seq2seq.cli.parser import VERBS
 from seq2seq.train.launch import train
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a model (continues an existing run directory)")
+    p = sub.add_parser("train", help=VERBS["train"])
     add_config(p)
     add_device(p, default=None)
     p.add_argument("--resume", action="store_true", help="require an existing last.pt to continue from")

@@ -19,6 +19,7 @@ from seq2seq.cli.common import (
     require_features,
 )
 from seq2seq.cli.output import translation_lines
+from seq2seq.cli.parser import VERBS
 from seq2seq.cli.streaming import prompted_lines, stream_chunks
 from seq2seq.decode.attention import select
 from seq2seq.decode.glossary import Glossary
@@ -30,7 +31,7 @@ from seq2seq.explain.heatmap import save_heatmap
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("translate", help="translate sentences (arguments, stdin or -i FILE)")
+    p = sub.add_parser("translate", help=VERBS["translate"])
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
     add_models(p)
     p.add_argument("-i", "--input", help="file with one sentence per line")

@@ -1,7 +1,7 @@
 """The command line explains itself: every option's help shows its default, ``--version`` prints the package's
 version, ``--device`` has help, ``export`` takes ``--model`` like every other verb, and ``evaluate`` documents
-its one way to compare systems; ``--version``, ``recipes`` and ``init`` import no torch, and a mistyped verb
-is refused naming the verbs. Parser-level: nothing is loaded or trained."""
+its one way to compare systems; ``--version``, ``--help``, ``recipes``, ``init`` and a mistyped verb import
+no torch, and a mistyped verb is refused naming the verbs. Parser-level: nothing is loaded or trained."""
 
 import argparse
 import subprocess
@@ -68,14 +68,19 @@ def test_version_is_the_packages(capsys):
     assert 'dynamic = ["version"]' in project and 'version = { attr = "seq2seq.__version__" }' in project
 
 
-@pytest.mark.parametrize("args", [["--version"], ["recipes"], ["init", "--help"]])
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["recipes"], ["init", "--help"], ["tranlsate"]])
 def test_commands_without_a_model_do_not_import_torch(args):
     """Only the verb's own module is imported: these need no torch, whose import takes seconds."""
     code = f"import sys; from seq2seq.cli import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
     code += "sys.exit(3 if 'torch' in sys.modules else 0)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip()  # it did print its version, its list or its help
+    assert (done.stdout + done.stderr).strip()  # it did print its version, its list, its help or its error
+
+
+def test_the_top_level_help_is_the_same_without_the_verbs_modules():
+    """``seq2seq --help`` lists every verb by its summary alone: what the verbs' own parsers say of them."""
+    assert build_parser(()).format_help() == build_parser().format_help()
 
 
 def test_an_unknown_verb_is_refused_naming_the_verbs(capsys):
