@@ -127,19 +127,20 @@ def row_label(name: str, threads: int, settings: list[int]) -> str:
 
 
 def make_translators(
-    run_dir: Path, device: torch.device, rows: list[str], workdir: Path, settings: list[int]
+    run_dir: Path, device: torch.device, rows: list[str], workdir: Path, settings: list[int], overrides: list[str]
 ) -> dict[str, tuple[str, int, Translator]]:
     """Row label -> (row name, thread setting, its translator) for every row name (``ours-PRECISION``
-    or ``ct2-QUANTIZATION``) at every thread setting; each quantization is exported once."""
+    or ``ct2-QUANTIZATION``) at every thread setting, each with the ``decode.*`` ``overrides``; each
+    quantization is exported once."""
     translators: dict[str, tuple[str, int, Translator]] = {}
     for name in rows:
         engine, kind = name.split("-", 1)
         out = export_ctranslate2(run_dir, workdir / kind, kind) if engine == "ct2" else None
         for threads in settings:
             if out is None:
-                translator = load_translator([run_dir], device, precision=kind, threads=threads)
+                translator = load_translator([run_dir], device, overrides, precision=kind, threads=threads)
             else:
-                translator = load_translator([out], device, engine="ctranslate2", threads=threads)
+                translator = load_translator([out], device, overrides, engine="ctranslate2", threads=threads)
             translators[row_label(name, threads, settings)] = (name, threads, translator)
     return translators
 
@@ -307,6 +308,14 @@ def main(argv: list[str] | None = None) -> int:
         "--latency-sentences", type=int, default=100, help="sentences translated one by one for the p50 latency"
     )
     parser.add_argument("--skip-cli", action="store_true", help="leave out (c)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="decode.KEY=VALUE",
+        help="a decoding setting of every row of (b), as translate's --set; e.g. decode.batch_sentences=null, "
+        "what a model trained from the recipes stores",
+    )
     args = parser.parse_args(argv)
     for name in ("repeats", "repeats_translate", "repeats_cli", "batch", "steps"):
         if getattr(args, name) < 1:
@@ -346,7 +355,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows.remove("ours-bf16")
         notes.append(f"bf16 skipped: {device} has no native bf16 (--force-bf16 measures it anyway)")
     with tempfile.TemporaryDirectory() as workdir:
-        translators = make_translators(run_dir, device, rows, Path(workdir), settings)
+        translators = make_translators(run_dir, device, rows, Path(workdir), settings, args.set)
         engine_rows = bench_engines(
             translators, test_src[:n], test_tgt[:n], args.beams, args.repeats_translate, args.latency_sentences
         )
@@ -362,6 +371,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine_info(device),
         "cache": cache,
         "repeats_translate": args.repeats_translate,
+        "overrides": args.set,
         "translate": engine_rows,
         "notes": notes,
     }

@@ -165,7 +165,7 @@ class DecodeConfig:
     max_len_a: float = 1.5
     max_len_b: int = 10
     no_repeat_ngram: int = 0
-    batch_sentences: int = 64
+    batch_sentences: int | None = None  # None: 64, or 128 in bf16 on a CPU (seq2seq.decode.batched.sentences_per_batch)
 
 
 # sacrebleu's BLEU tokenizers (its deprecated alias "spm" left out); seq2seq.evaluate.metrics uses them.
@@ -359,7 +359,10 @@ def _validate(cfg: Config, where: str) -> None:
 
 def _decode_checks(dec: DecodeConfig) -> list[tuple[Any, str]]:
     return [
-        (lambda: dec.beam >= 1 and dec.batch_sentences >= 1, "decode.beam and decode.batch_sentences must be >= 1"),
+        (
+            lambda: dec.beam >= 1 and (dec.batch_sentences is None or dec.batch_sentences >= 1),
+            "decode.beam and decode.batch_sentences must be >= 1",
+        ),
         (lambda: dec.max_len_a >= 0 and dec.max_len_b >= 1, "decode.max_len_a must be >= 0 and decode.max_len_b >= 1"),
         (lambda: dec.no_repeat_ngram >= 0, "decode.no_repeat_ngram must be >= 0 (0 turns it off)"),
     ]

@@ -30,6 +30,23 @@ def beam_options(decode: DecodeConfig, beam: int, nbest: int, processors: Sequen
     )
 
 
+BATCH_SENTENCES = 64
+"""Sentences per decoding batch where ``decode.batch_sentences`` is None (the recipes'), but in bf16 on a CPU."""
+
+
+def sentences_per_batch(configured: int | None, precision: str, device: torch.device) -> int:
+    """``decode.batch_sentences`` as set, or for None ``BATCH_SENTENCES``, twice that on bf16 weights on a CPU.
+
+    A bf16 batch's rows (activations, key/value caches, logits) take half the bytes of float32 ones, so
+    twice as many fit the CPU's caches as well: on the recipe's model at the default threads, float32
+    decoded fastest in batches of 64 and bf16 in batches of 128 (docs/benchmarks.md). ``precision`` is
+    the weights' (``bf16``, ``float32``, or a training precision).
+    """
+    if configured is not None:
+        return configured
+    return 2 * BATCH_SENTENCES if precision == "bf16" and device.type == "cpu" else BATCH_SENTENCES
+
+
 def length_sorted_batches(lengths: Sequence[int], size: int) -> Iterator[list[int]]:
     """Indices in batches of ``size``, shortest items first (less padding per batch)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
@@ -59,7 +76,8 @@ def search_ids(
     constraints: Sequence[Sequence[Sequence[int]]] | None = None,
     workers: int = 1,
 ) -> list[list[Hypothesis]]:
-    """Translate id sequences in length-sorted batches of ``decode.batch_sentences``; results in input order.
+    """Translate id sequences in length-sorted batches of ``decode.batch_sentences`` (set: see
+    ``sentences_per_batch``); results in input order.
 
     ``beam == 1`` runs greedy search (one hypothesis per sentence whatever ``nbest`` says). With
     ``sampler``, each sentence gets ``nbest`` draws (best-scoring first) instead. ``prefixes`` (one

@@ -13,7 +13,7 @@ engine. The engines: our own decoder (``seq2seq.decode.torch_engine``) and CTran
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -21,6 +21,7 @@ from seq2seq.config import Config, DecodeConfig
 from seq2seq.data.corpus import normalize, normalizer
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decode.attention import AttentionWeights
+from seq2seq.decode.batched import sentences_per_batch
 from seq2seq.decode.forced import ForcedScore
 from seq2seq.decode.glossary import Glossary
 from seq2seq.decode.search import Hypothesis, TokenSampler
@@ -133,7 +134,9 @@ class Translator(ABC):
         precision: str = "float32",
         config: Config | None = None,
     ) -> None:
-        self.tokenizer, self.decode, self.device, self.max_positions = tokenizer, decode, device, max_positions
+        self.tokenizer, self.device, self.max_positions = tokenizer, device, max_positions
+        self.decode = replace(decode, batch_sentences=sentences_per_batch(decode.batch_sentences, precision, device))
+        """The decoding settings, ``batch_sentences`` set for this translator's precision and device."""
         self.normalize_source, self.normalize_target = normalize_source, normalize_target
         self.precision, self.config = precision, config
 

@@ -28,7 +28,7 @@ from seq2seq.data.batching import Batch, BucketSampler
 from seq2seq.data.encoded import EncodedSplit, Resegmented
 from seq2seq.data.mixing import CorpusMix
 from seq2seq.data.pipeline import PreparedData, prepare_data
-from seq2seq.decode.batched import search_ids
+from seq2seq.decode.batched import search_ids, sentences_per_batch
 from seq2seq.device import autocast, available_cpus, resolve_device, resolve_precision
 from seq2seq.errors import UserError
 from seq2seq.evaluate.metrics import bleu_metric, configured_tokenizer, corpus_scores
@@ -349,7 +349,9 @@ class Trainer:
             self.model.eval()
             with autocast(self.device, self.eval_autocast):
                 if mine:
-                    found = search_ids(self.model, self.data.dev.sources(mine), self.cfg.decode, self.device, beam=1)
+                    size = sentences_per_batch(self.cfg.decode.batch_sentences, self.precision, self.device)
+                    decode = dataclasses.replace(self.cfg.decode, batch_sentences=size)
+                    found = search_ids(self.model, self.data.dev.sources(mine), decode, self.device, beam=1)
             self.model.train()
             shares = world.gather([self.data.tokenizer.decode_tgt(h[0].tokens) for h in found])
             hyps = [shares[i % world.size][i // world.size] for i in range(len(chosen))]  # back in chosen's order

@@ -347,7 +347,7 @@ def test_step_log_probs_writes_into_the_rows_of_out(tiny_model, dtype):
 
 @pytest.mark.parametrize("nbest", [1, 3])
 def test_searches_do_not_depend_on_the_reused_buffer(ramp_model, monkeypatch, nbest):
-    """Sentences leave the batch at different steps (the rows shrink): the same outputs as with a fresh tensor per step."""
+    """Sentences leave the batch at different steps (the rows shrink): the outputs of a fresh tensor per step."""
     src = sources(7)
     reused = beam_search(ramp_model, src, beam=3, nbest=nbest), greedy_search(ramp_model, src)
     step = search.step_log_probs

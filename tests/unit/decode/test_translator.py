@@ -8,6 +8,7 @@ from conftest import one_line_error, run_cli
 
 import seq2seq.decode.loader as loader
 from seq2seq.config import DecodeConfig
+from seq2seq.decode.batched import sentences_per_batch
 from seq2seq.decode.ctranslate2 import CTranslate2Translator
 from seq2seq.decode.glossary import Glossary
 from seq2seq.decode.loader import engine_class, load_translator
@@ -101,3 +102,23 @@ def test_ctranslate2_refuses_an_ensemble_before_loading(tmp_path):
 def test_the_cli_refuses_what_ctranslate2_lacks_before_loading(tmp_path, flags, named):
     line = one_line_error(run_cli("translate", "--engine", "ctranslate2", *flags, "你好", cwd=tmp_path))
     assert line.startswith(f"seq2seq: error: {named} needs ") and "the ctranslate2 engine lacks" in line
+
+
+@pytest.mark.parametrize(
+    ("configured", "precision", "device", "expected"),
+    [
+        (None, "float32", "cpu", 64),
+        (None, "bf16", "cpu", 128),  # half the bytes per row: twice the rows
+        (None, "bf16-autocast", "cpu", 64),  # training's float32 weights under autocast
+        (None, "bf16", "cuda", 64),  # measured on CPUs only
+        (8, "bf16", "cpu", 8),  # a size that is set stays
+    ],
+)
+def test_an_unset_batch_size_depends_on_the_weights_and_the_device(configured, precision, device, expected):
+    assert sentences_per_batch(configured, precision, torch.device(device)) == expected
+
+
+def test_a_translator_decodes_in_batches_of_its_own_precision(toy_run):
+    sizes = {p: load_translator([toy_run], CPU, precision=p).decode.batch_sentences for p in ("float32", "bf16")}
+    assert sizes == {"float32": 64, "bf16": 128}  # the toy recipe leaves decode.batch_sentences unset
+    assert load_translator([toy_run], CPU, ["decode.batch_sentences=8"], precision="bf16").decode.batch_sentences == 8
