@@ -13,8 +13,9 @@ Three measurements, printed as a table and written as JSON (``--out``):
 (b) the engines side by side on the test split (``--sentences``, 0 = all), greedy and beam 5:
     our decoder in float32 and bf16 (bf16 where the hardware does it natively; ``--force-bf16``
     measures it anyway) and the model exported to CTranslate2 in float32, int8 and
-    int8_bfloat16 (exported into a temporary directory). One process, the same sentences;
-    every repeat runs all rows, rotating which goes first. Per row: sentences/s (median
+    int8_bfloat16 (exported into a temporary directory). The same sentences; every repeat runs
+    all rows, one at a time, rotating which goes first. Our rows run in this process, the
+    CTranslate2 rows in a child process of their own (``CTranslate2Rows``). Per row: sentences/s (median
     repeat), BLEU and chrF, how many outputs differ from our float32 at the same beam, and
     the p50 latency of one sentence translated alone (``--latency-sentences`` sentences,
     the rows alternating sentence by sentence). ``--threads`` takes several counts: every
@@ -29,6 +30,8 @@ Three measurements, printed as a table and written as JSON (``--out``):
 """
 
 import argparse
+import contextlib
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -126,26 +129,116 @@ def row_label(name: str, threads: int, settings: list[int]) -> str:
     return name if len(settings) == 1 else f"{name}@{threads}"
 
 
+class CTranslate2Rows:
+    """The CTranslate2 rows, in a child process: importing ctranslate2 (with its own OpenMP runtime)
+    slowed our float32 decoder in the same process by about 10% (docs/benchmarks.md), and no user
+    of our engine loads it. The child exports the model and loads a translator per row; each request
+    then goes over a pipe, one at a time, and the child times the ``translate`` call itself, so the
+    pipe is not in the figures. Use as a context manager: leaving it stops the child."""
+
+    def __init__(self, run_dir: Path, rows: dict[str, tuple[str, int]], overrides: list[str]) -> None:
+        """``rows``: label -> (quantization, thread setting)."""
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: nothing of ours is copied in
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve_rows, args=(child, str(run_dir), rows, overrides), daemon=True)
+        self.process.start()
+        child.close()
+        self.plans: dict[str, tuple[int, int, str]] = self._reply()
+        """label -> (intra-op threads, workers, compute type) of each row's translator."""
+
+    def _reply(self) -> Any:
+        reply = self.conn.recv()
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def measure(self, label: str, sources: list[str], beam: int) -> tuple[float, list[str]]:
+        """Seconds the row's ``translate(sources, beam)`` took in the child, and its best translations."""
+        self.conn.send((label, sources, beam))
+        return self._reply()
+
+    def __enter__(self) -> "CTranslate2Rows":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.send(None)
+        self.process.join(timeout=60)
+
+
+def _serve_rows(conn: Any, run_dir: str, rows: dict[str, tuple[str, int]], overrides: list[str]) -> None:
+    """The child of ``CTranslate2Rows``: replies to each (label, sources, beam) until None, an exception
+    in place of a reply."""
+    cpu = torch.device("cpu")
+    with tempfile.TemporaryDirectory() as workdir:
+        try:
+            kinds = {kind for kind, _ in rows.values()}  # each quantization exported once
+            exported = {kind: export_ctranslate2(Path(run_dir), Path(workdir) / kind, kind) for kind in kinds}
+            translators = {
+                label: load_translator([exported[kind]], cpu, overrides, engine="ctranslate2", threads=threads)
+                for label, (kind, threads) in rows.items()
+            }
+            conn.send({label: (*thread_plan(t), t.compute_type) for label, t in translators.items()})
+        except Exception as err:  # noqa: BLE001 (the parent raises it)
+            conn.send(err)
+            return
+        for request in iter(conn.recv, None):
+            label, sources, beam = request
+            try:
+                conn.send(measure(translators[label], sources, beam))
+            except Exception as err:  # noqa: BLE001
+                conn.send(err)
+
+
+class ChildRow:
+    """One CTranslate2 row as ``bench_engines`` sees it: its thread plan and compute type, and translations
+    measured in the child process."""
+
+    def __init__(self, rows: CTranslate2Rows, label: str) -> None:
+        self.rows, self.label = rows, label
+        self.threads, self.workers, self.compute_type = rows.plans[label]
+        self.precision, self.device = self.compute_type, torch.device("cpu")  # as CTranslate2Translator's
+
+    def measure(self, sources: list[str], beam: int) -> tuple[float, list[str]]:
+        return self.rows.measure(self.label, sources, beam)
+
+
+Row = Translator | ChildRow
+
+
 def make_translators(
-    run_dir: Path, device: torch.device, rows: list[str], workdir: Path, settings: list[int], overrides: list[str]
-) -> dict[str, tuple[str, int, Translator]]:
+    run_dir: Path,
+    device: torch.device,
+    rows: list[str],
+    settings: list[int],
+    overrides: list[str],
+    stack: contextlib.ExitStack,
+) -> dict[str, tuple[str, int, Row]]:
     """Row label -> (row name, thread setting, its translator) for every row name (``ours-PRECISION``
-    or ``ct2-QUANTIZATION``) at every thread setting, each with the ``decode.*`` ``overrides``; each
-    quantization is exported once."""
-    translators: dict[str, tuple[str, int, Translator]] = {}
-    for name in rows:
-        engine, kind = name.split("-", 1)
-        out = export_ctranslate2(run_dir, workdir / kind, kind) if engine == "ct2" else None
-        for threads in settings:
-            if out is None:
-                translator = load_translator([run_dir], device, overrides, precision=kind, threads=threads)
-            else:
-                translator = load_translator([out], device, overrides, engine="ctranslate2", threads=threads)
-            translators[row_label(name, threads, settings)] = (name, threads, translator)
+    or ``ct2-QUANTIZATION``) at every thread setting, each with the ``decode.*`` ``overrides``. The
+    CTranslate2 rows live in one ``CTranslate2Rows`` child, which ``stack`` stops."""
+    labels = {(name, threads): row_label(name, threads, settings) for name in rows for threads in settings}
+    kinds = {(name, threads): name.split("-", 1)[1] for name, threads in labels}
+    ct2 = {label: (kinds[key], key[1]) for key, label in labels.items() if key[0].startswith("ct2")}
+    child = stack.enter_context(CTranslate2Rows(run_dir, ct2, overrides)) if ct2 else None
+    translators: dict[str, tuple[str, int, Row]] = {}
+    for (name, threads), label in labels.items():
+        if label in ct2:
+            translator: Row = ChildRow(child, label)
+        else:
+            translator = load_translator([run_dir], device, overrides, precision=kinds[name, threads], threads=threads)
+        translators[label] = (name, threads, translator)
     return translators
 
 
-def thread_plan(translator: Translator) -> tuple[int, int]:
+def measure(translator: Row, sources: list[str], beam: int) -> tuple[float, list[str]]:
+    """Seconds one ``translate(sources, beam)`` takes, and its best translations."""
+    if isinstance(translator, ChildRow):
+        return translator.measure(sources, beam)
+    elapsed, results = timed(lambda: translator.translate(sources, beam), translator.device)
+    return elapsed, [r.best.text for r in results]
+
+
+def thread_plan(translator: Row) -> tuple[int, int]:
     """(intra-op threads, workers) a translator decodes with (torch: 0 = torch's count as it is)."""
     return getattr(translator, "threads", 0) or torch.get_num_threads(), getattr(translator, "workers", 1)
 
@@ -155,7 +248,7 @@ def _p50_ms(seconds: list[float]) -> float:
 
 
 def bench_engines(
-    rows: dict[str, tuple[str, int, Translator]],
+    rows: dict[str, tuple[str, int, Row]],
     sources: list[str],
     references: list[str],
     beams: list[int],
@@ -165,26 +258,23 @@ def bench_engines(
     """(b): every row on the same sentences, alternating; sentences/s, BLEU, outputs changed, latency."""
     translators = {label: translator for label, (_, _, translator) in rows.items()}
     names = list(translators)
-    device = next(iter(translators.values())).device
     seconds: dict[tuple[str, int], list[float]] = {(name, beam): [] for name in names for beam in beams}
     outputs: dict[tuple[str, int], list[str]] = {}
     for beam in beams:  # warm-up, untimed: first-call allocations, kernel selection, thread pools
         for name in names:
-            translators[name].translate(sources[:8], beam)
+            measure(translators[name], sources[:8], beam)
     for repeat in range(repeats):
         for beam in beams:
             shift = repeat % len(names)
             for name in names[shift:] + names[:shift]:  # rotate who goes first
-                elapsed, results = timed(lambda n=name, b=beam: translators[n].translate(sources, b), device)
+                elapsed, outputs[name, beam] = measure(translators[name], sources, beam)
                 seconds[name, beam].append(elapsed)
-                outputs[name, beam] = [r.best.text for r in results]
     latency: dict[tuple[str, int], list[float]] = {key: [] for key in seconds}
     for beam in beams:
         for index, sentence in enumerate(sources[:latency_sentences]):
             shift = index % len(names)
             for name in names[shift:] + names[:shift]:
-                elapsed, _ = timed(lambda n=name, b=beam, s=sentence: translators[n].translate([s], b), device)
-                latency[name, beam].append(elapsed)
+                latency[name, beam].append(measure(translators[name], [sentence], beam)[0])
     report = []
     for beam in beams:
         best: dict[str, float] = {}  # engine row -> its fastest median over the thread settings
@@ -354,8 +444,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "ours-bf16" in rows and not (use_bf16("auto", device) or args.force_bf16):
         rows.remove("ours-bf16")
         notes.append(f"bf16 skipped: {device} has no native bf16 (--force-bf16 measures it anyway)")
-    with tempfile.TemporaryDirectory() as workdir:
-        translators = make_translators(run_dir, device, rows, Path(workdir), settings, args.set)
+    with contextlib.ExitStack() as stack:
+        translators = make_translators(run_dir, device, rows, settings, args.set, stack)
         engine_rows = bench_engines(
             translators, test_src[:n], test_tgt[:n], args.beams, args.repeats_translate, args.latency_sentences
         )
@@ -372,6 +462,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cache": cache,
         "repeats_translate": args.repeats_translate,
         "overrides": args.set,
+        "ctranslate2_beside_ours": "ctranslate2" in sys.modules,  # False: our rows ran without it loaded
         "translate": engine_rows,
         "notes": notes,
     }

@@ -55,6 +55,7 @@ def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     assert report["cache"]["same_tokens"] and report["cache"]["ratio_median"] > 0  # cached == uncached output
+    assert report["ctranslate2_beside_ours"] is False  # the CTranslate2 rows ran in their own process
     settings = {(row["engine"], row["precision"], row["beam"]) for row in report["translate"]}
     assert {("torch", "float32", 1), ("torch", "float32", 5), ("ctranslate2", "int8", 5)} <= settings
     for row in report["translate"]:
