@@ -144,8 +144,8 @@ def step_log_probs(
 
     ``out`` (B' >= B, V), when given, receives them in its first B rows, which are returned: the
     searches pass the first step's result back in, so every later step writes memory the last one
-    already touched. With a fresh (B, V) tensor at every step, a bf16 beam search's cast and
-    log-softmax took 1.7 times as long (docs/benchmarks.md).
+    already touched: a fresh (B, V) tensor at every step was the slower part of a bf16 beam search's
+    cast and log-softmax (docs/benchmarks.md).
     """
     new = tokens[:, -1:] if cache is not None else tokens
     states = model.decode(new, memory, src_mask, cache)  # (B, 1 or t, D)
