@@ -48,8 +48,14 @@ def sentences_per_batch(configured: int | None, precision: str, device: torch.de
 
 
 def length_sorted_batches(lengths: Sequence[int], size: int) -> Iterator[list[int]]:
-    """Indices in batches of ``size``, shortest items first (less padding per batch)."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    """Indices in batches of ``size`` sorted by length (less padding per batch), longest items first.
+
+    Longest first because several search workers take batches in this order: the slowest batches
+    start first and the short ones fill the end, where ascending order left one worker alone with
+    the longest batch while the other idled (docs/benchmarks.md). The last batch, the one that may
+    be smaller, holds the shortest items.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
     for start in range(0, len(order), size):
         yield order[start : start + size]
 

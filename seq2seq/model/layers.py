@@ -108,18 +108,24 @@ class MultiHeadAttention(nn.Module):
         b, length, _ = x.shape
         return x.view(b, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, L, K)
 
-    def _project(self, x: Tensor, projections: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
-        """Several projections of one input (B, L, D) as one matmul (weights stacked) -> each (B, H, L, K)."""
+    def _project(self, x: Tensor, projections: tuple[nn.Linear, ...]) -> Tensor:
+        """P projections of one input (B, L, D) as one matmul (weights stacked) -> (P, B, H, L, K).
+
+        The result unpacks into the P projections (``q, k, v = ...``); kept stacked, keys and values
+        are one tensor, so a decoder cache grows and reorders them in one operation, not two.
+        """
         weight = torch.cat([p.weight for p in projections])
         bias = torch.cat([p.bias for p in projections])
-        return tuple(self._split(part) for part in F.linear(x, weight, bias).chunk(len(projections), dim=-1))
+        b, length, _ = x.shape
+        stacked = F.linear(x, weight, bias).view(b, length, len(projections), self.heads, self.head_dim)
+        return stacked.permute(2, 0, 3, 1, 4)
 
-    def keys_values(self, source: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys and values (B, H, S, K) of a source (B, S, D); cacheable."""
+    def keys_values(self, source: Tensor) -> Tensor:
+        """Keys and values (2, B, H, S, K) of a source (B, S, D); cacheable."""
         return self._project(source, (self.k_proj, self.v_proj))
 
-    def queries_keys_values(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention's queries, keys and values (B, H, L, K) of x (B, L, D), in one matmul."""
+    def queries_keys_values(self, x: Tensor) -> Tensor:
+        """Self-attention's queries, keys and values (3, B, H, L, K) of x (B, L, D), in one matmul."""
         return self._project(x, (self.q_proj, self.k_proj, self.v_proj))
 
     def weights(self, query: Tensor, keys: Tensor, mask: Tensor | None) -> Tensor:
@@ -274,17 +280,19 @@ class EncoderLayer(nn.Module):
 class DecoderCache:
     """Keys/values kept between decoding steps, one entry per decoder layer.
 
-    Self-attention keys/values grow by one position per step; cross-attention
-    keys/values are computed from the encoder output once per sentence.
+    Self-attention keys/values (2, B·G, H, T, K) grow by one position per step; cross-attention
+    keys/values (2, B, H, S, K) are computed from the encoder output once per sentence. Keys and
+    values of a layer are one tensor (index 0 keys, 1 values): a beam search's step grows and
+    reorders each layer's in one operation.
     """
 
-    self_kv: list[tuple[Tensor, Tensor]] = field(default_factory=list)
-    cross_kv: list[tuple[Tensor, Tensor]] = field(default_factory=list)
+    self_kv: list[Tensor] = field(default_factory=list)
+    cross_kv: list[Tensor] = field(default_factory=list)
 
     @property
     def length(self) -> int:
         """Target positions already decoded."""
-        return self.self_kv[0][0].size(2) if self.self_kv else 0
+        return self.self_kv[0].size(3) if self.self_kv else 0
 
     def reorder(self, index: Tensor) -> None:
         """Reorder the self-attention cache rows (beam search keeps beams (index)).
@@ -294,11 +302,11 @@ class DecoderCache:
         they need no copy. Rows of sentences that are done may be left out
         (B' < B); ``keep_cross_rows`` then drops those sentences from the cross-attention too.
         """
-        self.self_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.self_kv]
+        self.self_kv = [kv.index_select(1, index) for kv in self.self_kv]
 
     def keep_cross_rows(self, index: Tensor) -> None:
         """Keep only the cross-attention rows ``index``, one per sentence (sentences that are done leave the batch)."""
-        self.cross_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.cross_kv]
+        self.cross_kv = [kv.index_select(1, index) for kv in self.cross_kv]
 
 
 class DecoderLayer(nn.Module):
@@ -325,25 +333,25 @@ class DecoderLayer(nn.Module):
         memory (``MultiHeadAttention.forward``). With ``cache``, x holds only the new positions;
         this layer's entry ``index`` of the cache is extended (self) or created once (cross).
         """
-        q, keys, values = self.self_attn.queries_keys_values(self.self_res.inner(x))
+        qkv = self.self_attn.queries_keys_values(self.self_res.inner(x))  # (3, B·G, H, T, K)
+        kv = qkv[1:]
         if cache is not None:
             if index < len(cache.self_kv):
-                old_k, old_v = cache.self_kv[index]
-                keys, values = torch.cat([old_k, keys], dim=2), torch.cat([old_v, values], dim=2)
-                cache.self_kv[index] = (keys, values)
+                kv = torch.cat([cache.self_kv[index], kv], dim=3)
+                cache.self_kv[index] = kv
             else:
-                cache.self_kv.append((keys, values))
-        x = self.self_res.add(x, self.self_attn.attend(q, keys, values, self_mask))
+                cache.self_kv.append(kv)
+        x = self.self_res.add(x, self.self_attn.attend(qkv[0], kv[0], kv[1], self_mask))
 
         if cache is not None and index < len(cache.cross_kv):
-            cross_k, cross_v = cache.cross_kv[index]
+            cross_kv = cache.cross_kv[index]
         else:
-            cross_k, cross_v = self.cross_attn.keys_values(memory)
+            cross_kv = self.cross_attn.keys_values(memory)  # (2, B, H, S, K)
             if cache is not None:
                 # Stored contiguous: as views into the fused K/V projection, every later step's
                 # attention matmuls would first copy them into a layout they can batch over.
-                cross_k, cross_v = cross_k.contiguous(), cross_v.contiguous()
-                cache.cross_kv.append((cross_k, cross_v))
+                cross_kv = cross_kv.contiguous()
+                cache.cross_kv.append(cross_kv)
         h = self.cross_res.inner(x)
-        x = self.cross_res.add(x, self.cross_attn(h, cross_k, cross_v, src_mask))
+        x = self.cross_res.add(x, self.cross_attn(h, cross_kv[0], cross_kv[1], src_mask))
         return self.ffn_res.add(x, self.ffn(self.ffn_res.inner(x)))

@@ -284,16 +284,16 @@ def test_decoder_layer_shape_and_cache(pre_norm, head_dim):
     steps = [layer(x[:, t : t + 1], memory, None, src_mask, cache, 0) for t in range(T)]
     assert cache.length == T
     assert len(cache.self_kv) == 1 and len(cache.cross_kv) == 1
-    assert cache.self_kv[0][0].shape == (B, H, T, head_dim)
-    assert cache.cross_kv[0][0].shape == (B, H, S, head_dim)
+    assert cache.self_kv[0].shape == (2, B, H, T, head_dim)  # keys and values stacked
+    assert cache.cross_kv[0].shape == (2, B, H, S, head_dim)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
 def test_decoder_cache_reorder_permutes_self_kv_only():
-    k, v = torch.arange(4.0).view(4, 1, 1, 1), -torch.arange(4.0).view(4, 1, 1, 1)
-    cross = (torch.randn(4, 1, 3, 1), torch.randn(4, 1, 3, 1))
-    cache = DecoderCache(self_kv=[(k, v)], cross_kv=[cross])
+    k = torch.arange(4.0).view(4, 1, 1, 1)
+    cross = torch.randn(2, 4, 1, 3, 1)
+    cache = DecoderCache(self_kv=[torch.stack([k, -k])], cross_kv=[cross])
     cache.reorder(torch.tensor([1, 0, 3, 3]))
     assert cache.self_kv[0][0].flatten().tolist() == [1.0, 0.0, 3.0, 3.0]
     assert cache.self_kv[0][1].flatten().tolist() == [-1.0, -0.0, -3.0, -3.0]
-    assert cache.cross_kv[0][0] is cross[0]
+    assert cache.cross_kv[0] is cross
