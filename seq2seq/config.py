@@ -165,7 +165,7 @@ class DecodeConfig:
     max_len_a: float = 1.5
     max_len_b: int = 10
     no_repeat_ngram: int = 0
-    batch_sentences: int | None = None  # None: 64, or 128 in bf16 on a CPU (seq2seq.decode.batched.sentences_per_batch)
+    batch_sentences: int | None = None  # None: 64, or 192 in bf16 on a CPU (seq2seq.decode.batched.sentences_per_batch)
 
 
 # sacrebleu's BLEU tokenizers (its deprecated alias "spm" left out); seq2seq.evaluate.metrics uses them.

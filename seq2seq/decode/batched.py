@@ -35,16 +35,17 @@ BATCH_SENTENCES = 64
 
 
 def sentences_per_batch(configured: int | None, precision: str, device: torch.device) -> int:
-    """``decode.batch_sentences`` as set, or for None ``BATCH_SENTENCES``, twice that on bf16 weights on a CPU.
+    """``decode.batch_sentences`` as set, or for None ``BATCH_SENTENCES``, three times that on bf16 weights on a CPU.
 
-    A bf16 batch's rows (activations, key/value caches, logits) take half the bytes of float32 ones, so
-    twice as many fit the CPU's caches as well: on the recipe's model at the default threads, float32
-    decoded fastest in batches of 64 and bf16 in batches of 128 (docs/benchmarks.md). ``precision`` is
-    the weights' (``bf16``, ``float32``, or a training precision).
+    A bf16 batch's rows (activations, key/value caches, logits) take half the bytes of float32 ones, and
+    its matrix products gain more from more rows: on the recipe's model at the default threads, with the
+    longest batches first, float32 decoded as fast in batches of 64 as of 96 or 128, and bf16 fastest in
+    batches of 192, ahead of 128 and 256 (docs/benchmarks.md). ``precision`` is the weights' (``bf16``,
+    ``float32``, or a training precision).
     """
     if configured is not None:
         return configured
-    return 2 * BATCH_SENTENCES if precision == "bf16" and device.type == "cpu" else BATCH_SENTENCES
+    return 3 * BATCH_SENTENCES if precision == "bf16" and device.type == "cpu" else BATCH_SENTENCES
 
 
 def length_sorted_batches(lengths: Sequence[int], size: int) -> Iterator[list[int]]:
