@@ -132,6 +132,36 @@ def length_limits(src: Tensor, max_len_a: float, max_len_b: int, max_positions: 
     return (max_len_a * src_len + max_len_b).long().clamp(1, max_positions - 1)
 
 
+def encode_by_length(model: nn.Module, src: Tensor, src_mask: Tensor) -> Tensor:
+    """``model.encode`` of right-padded sources (B, S) with mask (B, 1, 1, S), run on groups of similar
+    length -> memory (B, S, D).
+
+    A batch sorted longest first can hold a 68-token sentence beside 13-token ones, and encoding
+    them together pads every row to the longest: in bf16's batches of 192 half the encoder's source
+    tokens were padding (docs/benchmarks.md). So the rows, longest first, are cut where a length
+    falls below half the longest of its group, and each group is encoded at its own width. The
+    memory is zero past a group's width; every attention over it masks those padded positions, so
+    the decoder reads what one padded encode gives, up to float rounding.
+    """
+    lengths = src_mask.flatten(1).sum(dim=1)  # (B,)
+    order = lengths.argsort(descending=True, stable=True)
+    ordered = lengths[order].tolist()
+    starts = [0]  # where each group begins in ``order``
+    for i, length in enumerate(ordered):
+        if 2 * length < ordered[starts[-1]]:
+            starts.append(i)
+    if len(starts) == 1:
+        return model.encode(src, src_mask)
+    memory: Tensor | None = None
+    for start, end in zip(starts, [*starts[1:], len(ordered)], strict=True):
+        rows, width = order[start:end], ordered[start]
+        part = model.encode(src[rows, :width], src_mask[rows, ..., :width])  # (G, width, D)
+        if memory is None:
+            memory = part.new_zeros(src.size(0), src.size(1), part.size(-1))
+        memory[rows, :width] = part
+    return memory
+
+
 def step_log_probs(
     model: nn.Module,
     tokens: Tensor,
@@ -175,7 +205,7 @@ def greedy_search(
     cache are dropped, so later steps compute only the sentences still being decoded.
     """
     src_mask = padding_mask(src, PAD)
-    memory = model.encode(src, src_mask)
+    memory = encode_by_length(model, src, src_mask)
     limits = length_limits(src, max_len_a, max_len_b, model.cfg.max_positions).tolist()
     b = src.size(0)
     tokens = torch.full((b, 1), model.cfg.decoder_start_id, dtype=torch.long, device=src.device)
@@ -267,7 +297,7 @@ def start_beams(
     (B, S, D), shared by its N beams (``Transformer.decode`` reads one row of it for N rows of
     tokens), the mask (B, 1, 1, S), ``<start>`` (B*N, 1) and an empty cache."""
     src_mask = padding_mask(src, PAD)
-    memory = model.encode(src, src_mask)  # (B, S, D)
+    memory = encode_by_length(model, src, src_mask)  # (B, S, D)
     tokens = torch.full((src.size(0) * n, 1), model.cfg.decoder_start_id, dtype=torch.long, device=src.device)
     return memory, src_mask, tokens, DecoderCache() if use_cache else None
 

@@ -353,3 +353,51 @@ def test_searches_do_not_depend_on_the_reused_buffer(ramp_model, monkeypatch, nb
     step = search.step_log_probs
     monkeypatch.setattr(search, "step_log_probs", lambda *args: step(*args[:5]))
     assert (beam_search(ramp_model, src, beam=3, nbest=nbest), greedy_search(ramp_model, src)) == reused
+
+
+# -- the encoder, run on groups of similar length ------------------------------
+def _mixed_lengths(lengths: list[int], vocab: int = 40) -> Tensor:
+    """Right-padded sources (B, max length) of the given lengths, ids drawn from a seeded generator."""
+    generator = torch.Generator().manual_seed(0)
+    src = torch.full((len(lengths), max(lengths)), PAD)
+    for row, length in enumerate(lengths):
+        src[row, :length] = torch.randint(4, vocab, (length,), generator=generator)
+    return src
+
+
+def test_encode_by_length_equals_one_padded_encode_at_real_positions(tiny_model):
+    model = tiny_model()
+    src = _mixed_lengths([3, 20, 9, 2, 11, 5])  # groups (longest first): 20 11; 9 5; 3 2
+    src_mask = search.padding_mask(src, PAD)
+    widths = []
+    encode = model.encode
+    model.encode = lambda s, m: widths.append(s.size(1)) or encode(s, m)
+    memory = search.encode_by_length(model, src, src_mask)
+    assert widths == [20, 9, 3]
+    padded = encode(src, src_mask)
+    real = src_mask[:, 0, 0, :, None]  # (B, S, 1)
+    torch.testing.assert_close(memory * real, padded * real, rtol=0, atol=1e-5)
+    assert memory[3, 3:].abs().sum() == 0  # the 2-token row's group is 3 wide: zeros past it
+
+
+def test_encode_by_length_keeps_one_call_for_similar_lengths(tiny_model):
+    model = tiny_model()
+    src = _mixed_lengths([8, 5, 4, 7])
+    calls = []
+    encode = model.encode
+    model.encode = lambda s, m: calls.append(s) or encode(s, m)
+    search.encode_by_length(model, src, search.padding_mask(src, PAD))
+    assert len(calls) == 1 and calls[0] is src
+
+
+def test_searches_do_not_depend_on_the_length_groups(ramp_model, monkeypatch):
+    """The same hypotheses as from one padded encode; scores agree to rounding (the groups' products
+    have other shapes, so float32 sums in another order)."""
+    src = _mixed_lengths([3, 20, 9, 2, 11, 5])
+    grouped = [*beam_search(ramp_model, src, beam=3, nbest=2), *([h] for h in greedy_search(ramp_model, src))]
+    monkeypatch.setattr(search, "encode_by_length", lambda model, s, m: model.encode(s, m))
+    padded = [*beam_search(ramp_model, src, beam=3, nbest=2), *([h] for h in greedy_search(ramp_model, src))]
+    assert [[h.tokens for h in hyps] for hyps in grouped] == [[h.tokens for h in hyps] for hyps in padded]
+    assert [h.score for hyps in grouped for h in hyps] == pytest.approx(
+        [h.score for hyps in padded for h in hyps], abs=1e-4
+    )
