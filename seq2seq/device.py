@@ -18,6 +18,7 @@
 Training and decoding both import this module, so neither imports the other to find a device.
 """
 
+import functools
 import math
 import os
 from collections.abc import MutableMapping
@@ -95,15 +96,29 @@ def available_cpus() -> int:
     return min(cores, quota) if quota else cores
 
 
-def cpu_has_fast_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX), as Linux's ``cpuinfo`` lists
-    its flags; False where there is no such file (macOS, Windows)."""
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The CPU's feature flags as the flags lines of Linux's ``cpuinfo`` list them; empty where there is no
+    such file (macOS, Windows)."""
     try:
         text = cpuinfo.read_text()
     except OSError:
-        return False
-    flags = {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[-1].split()}
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
+        return frozenset()
+    return frozenset(
+        flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[-1].split()
+    )
+
+
+def cpu_has_fast_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """True when the CPU computes bf16 matmuls natively (AVX-512 BF16 or AMX); False where ``cpu_flags`` finds
+    no flags."""
+    return bool(cpu_flags(cpuinfo) & {"avx512_bf16", "amx_bf16"})
+
+
+@functools.cache
+def cpu_has_amx() -> bool:
+    """True when the CPU multiplies bf16 matrices in AMX tiles (``amx_bf16``); read once per process, as the
+    attention layers ask at every decoding step."""
+    return "amx_bf16" in cpu_flags()
 
 
 def cuda_has_native_bf16() -> bool:

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seq2seq.config import ModelConfig
+from seq2seq.device import cpu_has_amx
 
 
 def keep_scale(shape: torch.Size, p: float, dtype: torch.dtype) -> Tensor:
@@ -92,7 +93,9 @@ class MultiHeadAttention(nn.Module):
     ``explicit_attention``, ``auto`` is ``sdpa`` on CUDA and ``explicit`` on a CPU, where
     the written-out form measured faster for this project's small shapes, in training and in
     the teacher-forced dev pass (docs/benchmarks.md); in training it also takes its dropout
-    mask from ``Dropout`` rather than SDPA's Bernoulli sampler.
+    mask from ``Dropout`` rather than SDPA's Bernoulli sampler. One exception on a CPU: a
+    decoding step's self-attention in bf16 (one query, no mask) on a CPU with AMX takes
+    ``sdpa``, whose fused kernel measured faster there and slower without AMX (docs/benchmarks.md).
     """
 
     def __init__(self, d_model: int, heads: int, head_dim: int, dropout: float, kernel: str = "sdpa") -> None:
@@ -133,9 +136,14 @@ class MultiHeadAttention(nn.Module):
         q = self._split(self.q_proj(query))
         return explicit_attention(q, keys, keys, mask)[1]
 
-    def uses_explicit_attention(self, device: torch.device) -> bool:
-        """Whether attention on ``device`` is computed by ``explicit_attention``."""
-        return self.kernel == "explicit" or (self.kernel == "auto" and device.type == "cpu")
+    def uses_explicit_attention(self, q: Tensor, mask: Tensor | None) -> bool:
+        """Whether attention of queries ``q`` (B, H, T, K) under ``mask`` is computed by ``explicit_attention``."""
+        if self.kernel != "auto":
+            return self.kernel == "explicit"
+        if q.device.type != "cpu":
+            return False
+        cached_bf16_step = q.dtype == torch.bfloat16 and q.size(2) == 1 and mask is None and not self.training
+        return not (cached_bf16_step and cpu_has_amx())
 
     def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
         """query (B·G, T, D), keys/values (B, H, S, K), mask broadcastable to (B, H, G·T, S) -> (B·G, T, D).
@@ -163,7 +171,7 @@ class MultiHeadAttention(nn.Module):
 
     def _heads(self, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
         """Every head's attention output (B, H, T, K), by the kernel ``kernel`` picks."""
-        if self.uses_explicit_attention(q.device):
+        if self.uses_explicit_attention(q, mask):
             return explicit_attention(q, keys, values, mask, self.dropout)[0]
         p = self.dropout.p if self.training else 0.0
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)

@@ -39,10 +39,14 @@ def test_bf16_decodes_with_bf16_weights_and_keeps_the_model_float32(toy_run):
     sentences = read_lines(toy_run / "test.src", "test.src")
     a = [t.best.text for t in float32.translate(sentences, beam=1)]
     b = [t.best.text for t in bf16.translate(sentences, beam=1)]
-    # bf16 rounds the logits: a few greedy choices flip, most outputs stay the same.
+    # bf16 rounds the logits: where the toy model's best tokens nearly tie, greedy choices flip (68-72 of
+    # these 100 outputs stayed the same on a CPU with AMX), but what bf16 picks stays as probable under the
+    # float32 model as float32's own picks.
     assert sum(bool(t) for t in a) >= len(sentences) // 4  # guard: the toy model says something
-    assert sum(x == y for x, y in zip(a, b, strict=True)) >= 0.7 * len(sentences)
+    assert sum(x == y for x, y in zip(a, b, strict=True)) >= 0.5 * len(sentences)
     assert sum(bool(t) for t in b) >= 0.8 * sum(bool(t) for t in a)
+    own, picked = (sum(s.log_prob for s in float32.score(sentences, out)) / len(sentences) for out in (a, b))
+    assert picked >= own - 0.5  # outputs of the wrong sentences scored 1.2 lower
 
 
 def test_a_bf16_decode_on_a_cpu_sizes_onednns_kernel_caches_unless_the_user_did(toy_run, monkeypatch):

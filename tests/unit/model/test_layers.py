@@ -118,9 +118,33 @@ def test_kernel_selects_the_attention_path(monkeypatch, kernel, explicit_on_cpu)
     x = torch.randn(B, T, D)
     mha(x, *mha.keys_values(x), None)
     assert len(calls) == (1 if explicit_on_cpu else 0)
-    assert mha.uses_explicit_attention(torch.device("cuda")) == (
-        kernel == "explicit"
-    )  # auto = the fused SDPA kernels on CUDA
+    assert mha.uses_explicit_attention(_CudaQuery(), None) == (kernel == "explicit")  # auto = SDPA on CUDA
+
+
+class _CudaQuery:
+    """What ``uses_explicit_attention`` reads of a query on a CUDA GPU, where this machine may have none."""
+
+    device, dtype = torch.device("cuda"), torch.float32
+
+    def size(self, dim: int) -> int:
+        return 1
+
+
+def test_auto_takes_sdpa_for_a_bf16_decoding_step_only_on_a_cpu_with_amx(monkeypatch):
+    mha = MultiHeadAttention(D, H, D // H, dropout=0.0, kernel="auto").to(torch.bfloat16).eval()
+    step = torch.randn(B, H, 1, D // H, dtype=torch.bfloat16)  # one new position's queries
+    keys, values = torch.randn(2, B, H, T, D // H, dtype=torch.bfloat16)  # the cached prefix
+    outputs = {}
+    for amx in (True, False):
+        monkeypatch.setattr(seq2seq.model.layers, "cpu_has_amx", lambda amx=amx: amx)
+        assert mha.uses_explicit_attention(step, None) is not amx
+        # Everything else keeps the written-out form: a mask, several queries, float32, training.
+        assert mha.uses_explicit_attention(step, torch.ones(B, 1, 1, T, dtype=torch.bool))
+        assert mha.uses_explicit_attention(torch.cat([step, step], dim=2), None)
+        assert mha.uses_explicit_attention(step.float(), None)
+        assert mha.train().uses_explicit_attention(step, None)
+        outputs[amx] = mha.eval().attend(step, keys, values, None)
+    torch.testing.assert_close(outputs[True], outputs[False], atol=2e-2, rtol=2e-2)
 
 
 def test_stacked_projections_equal_the_separate_ones():
