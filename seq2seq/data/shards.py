@@ -22,6 +22,7 @@ built), for code that looks at a split at once rather than a batch at a time.
 import os
 import struct
 import sys
+import weakref
 from array import array
 from itertools import accumulate, chain
 from pathlib import Path
@@ -124,8 +125,12 @@ class ShardReader:
     _SPAN = struct.Struct("=qq")  # (start, end) of a sentence: two consecutive offsets
 
     def __init__(self, directory: Path, name: str) -> None:
-        # unbuffered (a batch reads a few bytes here and there), closed with the reader
+        # Unbuffered (a batch reads a few bytes here and there) and held for the reader's life, so a run goes on
+        # reading a cache deleted under it; closed when the reader goes, not left open to the garbage collector,
+        # whose ResourceWarnings then surface in whatever code runs next.
         self._files = {suffix: (directory / f"{name}.{suffix}").open("rb", buffering=0) for _, suffix, _, _ in _FILES}
+        for handle in self._files.values():
+            weakref.finalize(self, handle.close)
 
     def rows(self, side: str, indices: list[int]) -> tuple[Tensor, Tensor]:
         """Sentences ``indices`` of ``side`` ("src" | "tgt") -> (their ids one after another (int32), lengths (B,))."""
