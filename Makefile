@@ -19,9 +19,10 @@ SEQ2SEQ_HSK_LOCAL ?= $(wildcard ../shared/data/hsk-zh-en)
 FETCH_FLAGS ?=
 CONFIG ?= zh-en
 # What make train installs beside the runtime: the zh-en recipe converts Chinese to simplified script (zh) and
-# reads the HSK corpus (hsk). make test installs every extra, so the tests of each capability run.
-TRAIN_EXTRAS ?= zh,hsk
-TEST_EXTRAS ?= dev,docs,ct2,zh,lexicon,serve,hsk,hf,tensorboard
+# reads the HSK corpus (hsk); translate splits documents and checks their language (text). make test installs
+# every extra, so the tests of each capability run.
+TRAIN_EXTRAS ?= zh,hsk,text
+TEST_EXTRAS ?= dev,docs,ct2,zh,lexicon,serve,hsk,hf,tensorboard,text
 
 .PHONY: train test lint docs data lexicon bench clean
 

@@ -3,6 +3,7 @@
 The packages form layers; each imports only from the layers before it in this list:
 
     top level   config and the packaged recipes, errors, atomic, checkpoint, special ids, device and precision
+    text        the text stage: sentences, the language check, non-translatables masked and restored (strings only)
     model       masks, layers, the Transformer, ensembles (tensors in, tensors out)
     data        corpora, scripts, near-duplicates, splits, mixing, tokenizer, token files, batches
     decode      searches, forced scoring, traces, glossaries, attention, translators and engines

@@ -18,8 +18,9 @@ from pathlib import Path
 from seq2seq import train
 from seq2seq.config import Overrides, override_texts
 from seq2seq.decode.loader import engine_device, load_translator
-from seq2seq.decode.translator import Translator
+from seq2seq.decode.translator import Translation, Translator
 from seq2seq.errors import UserError
+from seq2seq.text.stage import TextOptions
 
 __all__ = ["Model", "load", "train"]
 
@@ -41,12 +42,24 @@ class Model:
     def __init__(self, translator: Translator) -> None:
         self.translator = translator
 
-    def translate(self, sentences: Sequence[str], beam: int | None = None) -> list[str]:
-        """The best translation of each sentence, in order (an empty line gives an empty one); ``beam``: the
-        width of the search (1: greedy; None: the model's ``decode.beam``)."""
+    def translate(
+        self, sentences: Sequence[str], beam: int | None = None, split: bool = True, force: bool = False
+    ) -> list[str]:
+        """The best translation of each text, in order (an empty one gives an empty one); ``beam``: the
+        width of the search (1: greedy; None: the model's ``decode.beam``). A text of several sentences is
+        translated sentence by sentence (``split=False``: whole); one already in the target language comes
+        back unchanged (``force=True`` translates it). ``translate_detailed`` says what to check."""
+        return [result.best.text for result in self.translate_detailed(sentences, beam, split, force)]
+
+    def translate_detailed(
+        self, sentences: Sequence[str], beam: int | None = None, split: bool = True, force: bool = False
+    ) -> list[Translation]:
+        """``translate``'s results in full: each one's ``best.text``, ``warnings`` (a dropped number, a line
+        passed through, a repetition), ``confidence`` and its ``sentences`` one by one."""
         if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
             raise UserError(f"beam={beam!r}: give an integer >= 1 (1 is greedy search)")
-        return [result.best.text for result in self.translator.translate(_sentences(sentences, "sentences"), beam)]
+        text = TextOptions(split=split, check_language=not force)
+        return self.translator.translate(_sentences(sentences, "sentences"), beam, text=text)
 
     def score(self, sources: Sequence[str], references: Sequence[str]) -> list[float]:
         """Forced decoding: each reference's log-probability given its source (natural log, summed over its

@@ -111,6 +111,10 @@ class DataConfig:
     src_script: Script = "keep"  # Chinese script of the source side: keep | simplified | traditional (OpenCC)
     tgt_script: Script = "keep"  # ... of the target side
     tgt_lang: str | None = None  # language code of the target side (en, zh, ja, ko, ...): BLEU's tokenizer follows it
+    src_lang: str | None = None  # language code of the source side: sentence splitting and the language check follow it
+    placeholders: bool = False  # mask aligned non-translatables of training pairs as placeholders (seq2seq.text)
+    placeholder_share: float = 0.5  # ... and numerals and names in this share of the pairs
+    byte_fallback: bool = False  # characters outside the vocabulary become UTF-8 byte pieces instead of <unk>
     corpora: tuple[CorpusConfig, ...] = ()  # several corpora mixed by weight, instead of src/tgt/tsv
 
     def corpus_list(self) -> tuple[CorpusConfig, ...]:
@@ -325,6 +329,11 @@ def _validate(cfg: Config, where: str) -> None:
             lambda: d.tgt_lang is None or _LANGUAGE_CODE.fullmatch(d.tgt_lang),
             f"data.tgt_lang={d.tgt_lang!r} is not a language code: use null or one like en, zh, ja, ko, zh-Hant",
         ),
+        (
+            lambda: d.src_lang is None or _LANGUAGE_CODE.fullmatch(d.src_lang),
+            f"data.src_lang={d.src_lang!r} is not a language code: use null or one like zh, en, ja, ko, zh-Hant",
+        ),
+        (lambda: 0 <= d.placeholder_share <= 1, "data.placeholder_share must be in [0, 1]"),
         (lambda: t.lr > 0, f"train.lr must be positive, got {t.lr}"),
         (lambda: all(0 <= beta < 1 for beta in t.adam_betas), "train.adam_betas must both be in [0, 1)"),
         (lambda: t.weight_decay >= 0, "train.weight_decay must be >= 0"),

@@ -33,6 +33,7 @@ from seq2seq.errors import UserError
 from seq2seq.evaluate.breakdown import NOVELTY_BUCKETS, BucketScore, bucket_scores, length_buckets, source_lengths
 from seq2seq.evaluate.compare import compare
 from seq2seq.evaluate.metrics import DEFAULT_TOKENIZER, bleu_metric, configured_tokenizer, corpus_scores
+from seq2seq.text.stage import TextOptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,6 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="BLEU's tokenizer (default: the model's eval.bleu_tokenize, else the one for its data.tgt_lang, else 13a)",
     )
     p.add_argument("--beam", type=positive_int, help="beam size (default from the model's config)")
+    p.add_argument("--no-split", action="store_true", help="translate each line whole, not sentence by sentence")
+    p.add_argument("--force", action="store_true", help="translate lines that look like another language too")
     add_engine(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -137,7 +140,8 @@ def _breakdown(
 
 
 def _translate_with(translator: Translator, args: argparse.Namespace, sources: list[str]) -> list[str]:
-    return [r.best.text for r in translator.translate(sources, args.beam or translator.decode.beam)]
+    text = TextOptions(split=not args.no_split, check_language=not args.force)
+    return [r.best.text for r in translator.translate(sources, args.beam or translator.decode.beam, text=text)]
 
 
 def _compare(args: argparse.Namespace) -> None:

@@ -28,6 +28,19 @@ def translation_lines(results: list[Translation], as_json: bool, nbest: int) -> 
             }
             if result.constraints is not None:
                 record["constraints"] = result.constraints
+            record["confidence"] = None if result.confidence is None else round(result.confidence, 4)
+            record["warnings"] = result.warnings
+            if len(result.sentences) > 1 or any(not s.translated for s in result.sentences):
+                record["sentences"] = [
+                    {
+                        "source": s.source,
+                        "translation": s.text,
+                        "translated": s.translated,
+                        "confidence": None if s.confidence is None else round(s.confidence, 4),
+                        "warnings": s.warnings,
+                    }
+                    for s in result.sentences
+                ]
             if nbest > 1:
                 record["nbest"] = [{"translation": o.text, "score": round(o.score, 4)} for o in result.outputs]
             lines.append(json.dumps(record, ensure_ascii=False))
@@ -36,6 +49,19 @@ def translation_lines(results: list[Translation], as_json: bool, nbest: int) -> 
         else:
             lines.append(result.best.text)
     return lines
+
+
+def warning_lines(result: Translation, number: int) -> list[str]:
+    """What stderr says of a line's translation: one line per warning, naming the input line and sentence."""
+    return [
+        f"seq2seq: line {number}, {_excerpt(sentence.source)}: {warning}"
+        for sentence in result.sentences
+        for warning in sentence.warnings
+    ]
+
+
+def _excerpt(text: str, most: int = 30) -> str:
+    return json.dumps(text if len(text) <= most else text[: most - 1] + "…", ensure_ascii=False)
 
 
 def score_line(source: str, reference: str, pieces: list[str], forced: ForcedScore, as_json: bool) -> str:

@@ -18,7 +18,7 @@ from seq2seq.cli.common import (
     read_inputs,
     require_features,
 )
-from seq2seq.cli.output import translation_lines
+from seq2seq.cli.output import translation_lines, warning_lines
 from seq2seq.cli.parser import VERBS
 from seq2seq.cli.streaming import prompted_lines, stream_chunks
 from seq2seq.decode.attention import select
@@ -28,6 +28,7 @@ from seq2seq.decode.trace import format_trace, trace_sentence
 from seq2seq.decode.translator import Translation, Translator
 from seq2seq.errors import UserError
 from seq2seq.explain.heatmap import save_heatmap
+from seq2seq.text.stage import TextOptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nbest", type=positive_int, default=1, help="print the N best translations with scores")
     p.add_argument("--max-len", type=positive_int, help="maximum output length in tokens")
     add_engine(p)
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--json", action="store_true", help="one JSON object per line, with warnings and confidence")
+    p.add_argument("--no-split", action="store_true", help="translate each line whole, not sentence by sentence")
+    p.add_argument(
+        "--force", action="store_true", help="translate sentences that look like another language than the source"
+    )
     p.add_argument(
         "--chunk-lines",
         type=positive_int,
@@ -125,17 +130,23 @@ def run(args: argparse.Namespace) -> None:
     else:
         chunks = stream_chunks(sys.stdin.buffer, size, args.chunk_ms / 1000)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 (closed below)
-    first = None
+    text = TextOptions(split=not args.no_split, check_language=not args.force)
+    first, read = None, 0
     try:
         with tqdm(total=len(sentences) if sentences else None, disable=not args.output, unit="sent") as bar:
             for lines in chunks:
                 chunk, prefixes = _split_prefixes(args, lines)
                 results = translator.translate(
-                    chunk, beam, nbest, sampler=sampler, prefixes=prefixes, glossary=glossary
+                    chunk, beam, nbest, sampler=sampler, prefixes=prefixes, glossary=glossary, text=text
                 )
                 out.write("".join(line + "\n" for line in translation_lines(results, args.json, nbest)))
                 out.flush()  # a stream's reader sees each chunk as soon as it is translated
+                if not args.json:
+                    for number, result in enumerate(results, start=read + 1):
+                        for warning in warning_lines(result, number):
+                            tqdm.write(warning, file=sys.stderr)
                 first = results[0] if first is None else first
+                read += len(chunk)
                 bar.update(len(chunk))
     finally:
         if out is not sys.stdout:

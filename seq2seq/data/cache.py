@@ -22,10 +22,10 @@ from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
 from seq2seq.filelock import locked as file_locked
 
-PIPELINE_VERSION = 4
+PIPELINE_VERSION = 5
 LOCK_NAME = ".lock"  # in the cache directory, beside the entries
 # Settings that do not change the encoded data, so they stay out of the cache key.
-_NOT_IN_KEY = {"batch_tokens", "cache_dir", "subword_alpha", "tgt_lang"}
+_NOT_IN_KEY = {"batch_tokens", "cache_dir", "subword_alpha", "tgt_lang", "src_lang"}
 
 
 def _file_digest(path: str | None, digest: "hashlib._Hash", key: str) -> None:

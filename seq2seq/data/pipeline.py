@@ -38,9 +38,11 @@ from seq2seq.data.encoded import EncodedSplit, FilterCounts, encode_eval, encode
 from seq2seq.data.hashsplit import split_by_hash
 from seq2seq.data.neardup import NEAR_DUPLICATE, closest_similarity
 from seq2seq.data.shards import ShardWriter, write_split
-from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.data.tokenizer import PieceOptions, Tokenizer
 from seq2seq.data.zh_script import OTHER_SCRIPT, converter
 from seq2seq.errors import UserError
+from seq2seq.text.language import uses_latin_script
+from seq2seq.text.placeholders import PLACEHOLDERS, mask_training_pair
 
 ENCODE_CHUNK = 50_000  # pairs encoded per call: SentencePiece's threads share one call's work
 NOVELTY_SOURCES = 50_000  # test.novelty compares with (a seeded sample of) at most this many training sources
@@ -121,6 +123,7 @@ def _train_tokenizer(cfg: DataConfig, splits: SpooledSplits) -> Tokenizer:
         pair for path, _ in teaching for chunk in pair_chunks(path) for pair in zip(chunk.src, chunk.tgt, strict=True)
     )
     sample = _sampled(pairs, indices)
+    options = PieceOptions(PLACEHOLDERS if cfg.placeholders else (), cfg.byte_fallback)
     return Tokenizer.train(
         [s for s, _ in sample],
         [t for _, t in sample],
@@ -128,7 +131,19 @@ def _train_tokenizer(cfg: DataConfig, splits: SpooledSplits) -> Tokenizer:
         cfg.joint_vocab,
         cfg.spm_model_type,
         cfg.character_coverage,
+        options,
     )
+
+
+def _masked(cfg: DataConfig, chunk: Split) -> Split:
+    """``chunk`` with its aligned non-translatables masked as placeholders, when ``data.placeholders`` asks."""
+    if not cfg.placeholders:
+        return chunk
+    latin_words = not uses_latin_script(cfg.src_lang)
+    pairs = [
+        mask_training_pair(s, t, latin_words, cfg.placeholder_share) for s, t in zip(chunk.src, chunk.tgt, strict=True)
+    ]
+    return Split([s for s, _ in pairs], [t for _, t in pairs])
 
 
 def _encode_train_files(cfg: DataConfig, splits: SpooledSplits, tokenizer: Tokenizer, directory: Path) -> FilterCounts:
@@ -145,7 +160,7 @@ def _encode_train_files(cfg: DataConfig, splits: SpooledSplits, tokenizer: Token
             before = writer.count
             for chunk in pair_chunks(path, ENCODE_CHUNK):
                 kept, chunk_counts = encode_train(
-                    chunk, tokenizer, cfg.max_len, cfg.max_ratio, drop_unknown=not setting.vocab
+                    _masked(cfg, chunk), tokenizer, cfg.max_len, cfg.max_ratio, drop_unknown=not setting.vocab
                 )
                 writer.add(kept.src_ids, kept.tgt_ids)
                 src_text.writelines(line + "\n" for line in kept.text.src)

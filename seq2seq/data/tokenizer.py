@@ -14,6 +14,7 @@ as ``MarianTokenizer`` has it.
 import io
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import sentencepiece as spm
@@ -27,17 +28,33 @@ JOINT, SRC, TGT, VOCABULARY = "spm.model", "spm.src.model", "spm.tgt.model", "sp
 FILES = (JOINT, SRC, TGT, VOCABULARY)  # every file a tokenizer may be saved as
 
 
-def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: str, character_coverage: float) -> bytes:
+@dataclass(frozen=True)
+class PieceOptions:
+    """What a vocabulary holds beyond what SentencePiece learns: ``symbols`` that are always one piece each
+    (the placeholders of ``seq2seq.text.placeholders``), and with ``byte_fallback`` a piece for each of the
+    256 bytes, so a character outside the vocabulary is spelt in UTF-8 bytes instead of becoming <unk>."""
+
+    symbols: tuple[str, ...] = ()
+    byte_fallback: bool = False
+
+
+def train_sentencepiece(
+    sentences: Iterable[str],
+    vocab_size: int,
+    model_type: str,
+    character_coverage: float,
+    options: PieceOptions = PieceOptions(),
+) -> bytes:
     """Train one SentencePiece model; returns its serialized bytes.
 
-    ``character_coverage`` < 1 lets the rarest Chinese characters fall to <unk>
-    instead of each taking a vocabulary slot. Normalization is ours (see
+    ``character_coverage`` < 1 lets the rarest Chinese characters fall to <unk> (or to bytes, with
+    ``options.byte_fallback``) instead of each taking a vocabulary slot. Normalization is ours (see
     ``seq2seq.data.corpus.normalize``), so SentencePiece's own is switched off and
     decode(encode(x)) gives back exactly x.
     """
     model = io.BytesIO()
     try:
-        _train(sentences, model, vocab_size, model_type, character_coverage)
+        _train(sentences, model, vocab_size, model_type, character_coverage, options)
     except RuntimeError as err:
         detail = str(err).strip().splitlines()[-1].split("] ")[-1]
         raise UserError(f"data.vocab_size={vocab_size}: SentencePiece cannot train ({detail})") from None
@@ -45,9 +62,17 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
 
 
 def _train(
-    sentences: Iterable[str], model: io.BytesIO, vocab_size: int, model_type: str, character_coverage: float
+    sentences: Iterable[str],
+    model: io.BytesIO,
+    vocab_size: int,
+    model_type: str,
+    character_coverage: float,
+    options: PieceOptions,
 ) -> None:
+    extra = {"user_defined_symbols": list(options.symbols)} if options.symbols else {}
     spm.SentencePieceTrainer.train(
+        **extra,
+        byte_fallback=options.byte_fallback,
         sentence_iterator=iter(sentences),
         model_writer=model,
         vocab_size=vocab_size,
@@ -100,14 +125,21 @@ class Tokenizer:
 
     @classmethod
     def train(
-        cls, src: list[str], tgt: list[str], vocab_size: int, joint: bool, model_type: str, character_coverage: float
+        cls,
+        src: list[str],
+        tgt: list[str],
+        vocab_size: int,
+        joint: bool,
+        model_type: str,
+        character_coverage: float,
+        options: PieceOptions = PieceOptions(),
     ) -> "Tokenizer":
         """Learn a joint vocabulary from both sides, or one per side."""
         if joint:
-            return cls(train_sentencepiece(src + tgt, vocab_size, model_type, character_coverage))
+            return cls(train_sentencepiece(src + tgt, vocab_size, model_type, character_coverage, options))
         return cls(
-            train_sentencepiece(src, vocab_size, model_type, character_coverage),
-            train_sentencepiece(tgt, vocab_size, model_type, character_coverage),
+            train_sentencepiece(src, vocab_size, model_type, character_coverage, options),
+            train_sentencepiece(tgt, vocab_size, model_type, character_coverage, options),
         )
 
     def save(self, directory: Path) -> None:
@@ -142,6 +174,12 @@ class Tokenizer:
     @property
     def tgt_vocab_size(self) -> int:
         return self.tgt.get_piece_size() if self.vocabulary is None else len(self.vocabulary)
+
+    def has_piece(self, piece: str) -> bool:
+        """Whether both sides hold ``piece`` as one piece of their own (a placeholder, say)."""
+        if self._ids is not None:
+            return piece in self._ids
+        return all(side.piece_to_id(piece) != UNK for side in (self.src, self.tgt))
 
     def src_vocabulary(self) -> list[str]:
         """Every source piece in id order."""

@@ -13,7 +13,7 @@ engine. The engines: our own decoder (``seq2seq.decode.torch_engine``) and CTran
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
@@ -27,6 +27,9 @@ from seq2seq.decode.glossary import Glossary
 from seq2seq.decode.search import Hypothesis, TokenSampler
 from seq2seq.errors import UserError
 from seq2seq.special import EOS
+from seq2seq.text.placeholders import PLACEHOLDERS
+from seq2seq.text.stage import DEFAULTS, SentencePlan, SentenceResult, TextOptions, TextStage
+from seq2seq.text.stage import Output as TextOutput
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,18 @@ class Translation:
     source: str
     outputs: list[Output]
     constraints: list[str] | None = None  # the glossary's target terms for this sentence
+    sentences: list[SentenceResult] = field(default_factory=list)  # the text stage's view, sentence by sentence
+
+    @property
+    def warnings(self) -> list[str]:
+        """What a user should check in this translation (a dropped number, a repetition, a passed-through line)."""
+        return [w for s in self.sentences for w in s.warnings]
+
+    @property
+    def confidence(self) -> float | None:
+        """The mean log-probability per token of the translated sentences; None when none was translated."""
+        scores = [s.confidence for s in self.sentences if s.confidence is not None]
+        return sum(scores) / len(scores) if scores else None
 
     @property
     def best(self) -> Output:
@@ -177,22 +192,92 @@ class Translator(ABC):
         """Normalized target ids (a prefix, a glossary term, a reference), without <start>/<end>."""
         return self.tokenizer.encode_tgt(self.normalize_target(text))
 
+    def text_stage(self, options: TextOptions) -> TextStage:
+        """The text stage for this model (its languages, placeholders and input length) with ``options``."""
+        data = self.config.data if self.config else None
+        limit = min(self.max_positions, data.max_len) if data else self.max_positions
+
+        def too_long(text: str) -> bool:  # a token covers at most 4 characters' bytes: most texts need no encoding
+            return len(text) * 4 > limit and len(self.tokenizer.encode_src(self.normalize_source(text))) > limit
+
+        return TextStage(
+            data.src_lang if data else None,
+            data.tgt_lang if data else None,
+            options,
+            self.tokenizer.has_piece(PLACEHOLDERS[0]),
+            too_long,
+        )
+
     def translate(
         self,
-        sentences: list[str],
+        lines: list[str],
         beam: int | None = None,
         nbest: int = 1,
         *,
         sampler: TokenSampler | None = None,
         prefixes: list[str] | None = None,
         glossary: Glossary | None = None,
+        text: TextOptions = DEFAULTS,
     ) -> list[Translation]:
-        """Translate sentences (order kept); empty lines give empty translations.
+        """Translate lines of text (order kept) through the text stage (``seq2seq.text.stage``): each line's
+        sentences, every line's in one batch, joined again; empty lines give empty translations.
 
-        ``sampler`` draws ``nbest`` samples per sentence; ``prefixes`` (one per sentence, "" for
-        none) force the start of each translation; ``glossary`` terms found in a sentence must
-        appear in its translation (constrained beam search).
+        ``sampler`` draws ``nbest`` samples per sentence; ``prefixes`` (one per line, "" for none) force the
+        start of each translation, and so translate each line whole; ``glossary`` terms found in a sentence
+        must appear in its translation (constrained beam search). The k-th of ``nbest`` outputs of a line
+        joins the k-th of each of its sentences. ``text``: splitting, the language check, placeholders.
         """
+        beam = self.decode.beam if beam is None else beam
+        stage = self.text_stage(replace(text, split=False) if prefixes else text)
+        plans = [stage.prepare(self.normalize_source(line)) for line in lines]
+        units = [(i, unit) for i, plan in enumerate(plans) for sentence in plan for unit in sentence.units]
+        found = self._translate_units(
+            [unit.masked.text for _, unit in units],
+            beam,
+            nbest,
+            sampler=sampler,
+            prefixes=[prefixes[i] for i, _ in units] if prefixes else None,
+            glossary=glossary,
+        )
+        results, position = [], 0
+        for line, plan in zip(lines, plans, strict=True):
+            done = found[position : position + sum(len(s.units) for s in plan)]
+            position += len(done)
+            results.append(self._line(stage, line, plan, done, beam, nbest))
+        return results
+
+    def _line(
+        self, stage: TextStage, line: str, plan: list[SentencePlan], done: list[Translation], beam: int, nbest: int
+    ) -> Translation:
+        """One line's ``Translation``: its k-th output joins the k-th output of each of its units."""
+        alpha = self.decode.length_penalty if beam > 1 else 0.0
+        source_tokens = [len(self.encode(t.source)) for t in done]
+        outputs, details = [], None
+        for k in range(min([nbest, *(len(t.outputs) for t in done)])):
+            chosen = [t.outputs[min(k, len(t.outputs) - 1)] for t in done]
+            unit_outputs = [
+                TextOutput(o.text, len(o.tokens) + 1, _log_prob(o, alpha), n)
+                for o, n in zip(chosen, source_tokens, strict=True)
+            ]
+            result = stage.finish(line, plan, unit_outputs)
+            details = details or result.sentences
+            tokens = [i for o in chosen for i in o.tokens]
+            pieces = [p for o in chosen for p in o.pieces]
+            outputs.append(Output(result.text, sum(o.score for o in chosen), tokens, pieces))
+        terms = [term for t in done for term in (t.constraints or [])] if any(t.constraints for t in done) else None
+        return Translation(line, outputs, terms, details or [])
+
+    def _translate_units(
+        self,
+        sentences: list[str],
+        beam: int | None,
+        nbest: int,
+        *,
+        sampler: TokenSampler | None,
+        prefixes: list[str] | None,
+        glossary: Glossary | None,
+    ) -> list[Translation]:
+        """Translate the model's inputs (order kept), one each, as they are."""
         self.require(sampling=sampler is not None, prefixes=bool(prefixes), constraints=glossary is not None)
         beam = self.decode.beam if beam is None else beam
         todo = [i for i, s in enumerate(sentences) if normalize(s)]
@@ -209,3 +294,9 @@ class Translator(ABC):
             outputs = [Output(tok.decode_tgt(h.tokens), h.score, h.tokens, tok.tgt_pieces(h.tokens)) for h in hyps]
             results[i] = Translation(sentences[i], outputs, terms[k] if terms else None)
         return results
+
+
+def _log_prob(output: Output, alpha: float) -> float:
+    """An output's log-probability: its score with beam search's length penalty ((5 + L) / 6)^alpha undone
+    (L counting <end>; alpha 0 for greedy and sampled scores, which are the log-probability already)."""
+    return output.score * ((5 + len(output.tokens) + 1) / 6) ** alpha

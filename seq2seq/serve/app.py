@@ -39,6 +39,7 @@ from seq2seq.explain.routes import add_explain_routes
 from seq2seq.serve.batcher import Batcher, BatchLimits, DeadlineExceeded, QueueFull, QueueLimits, Result
 from seq2seq.serve.metrics import ServeMetrics
 from seq2seq.serve.middleware import CLIENT_GONE, ApiKey, CountResponses, RequestBody, json_error
+from seq2seq.text.stage import TextOptions
 
 MAX_BEAM = 32  # the search keeps 2·beam candidates per sentence and step: beyond this it is a mistake
 
@@ -63,6 +64,8 @@ class TranslateRequest(BaseModel):
     beam: int | None = Field(None, ge=1, le=MAX_BEAM, description="beam size; 1 = greedy; default: the model's")
     nbest: int = Field(1, ge=1, le=MAX_BEAM, description="how many translations per sentence (at most beam)")
     attention: bool = Field(False, description="include every layer's and head's attention weights")
+    split: bool = Field(True, description="translate a text of several sentences sentence by sentence")
+    force: bool = Field(False, description="translate text that looks like another language than the source")
     timeout_ms: int | None = Field(
         None, ge=1, description="answer within this many ms or give up with a 504 (at most the server's timeout)"
     )
@@ -91,6 +94,8 @@ class SentenceResult(BaseModel):
     score: float = Field(description="log-probability, divided by the length penalty under beam search")
     tokens: list[str] = Field(description="target pieces, without <start>/<end>")
     nbest: list[NBestEntry] | None = Field(None, description="the n best, best first (when nbest > 1)")
+    confidence: float | None = Field(None, description="mean log-probability per token (none: passed through)")
+    warnings: list[str] = Field(description="what to check: a dropped number or name, a text passed through, …")
     attention: Attention | None = Field(None, description="when the request asked for it")
 
 
@@ -176,8 +181,14 @@ def _rounded(weights: Any) -> list:
 
 def _sentence_result(result: Result, nbest: int) -> SentenceResult:
     best = result.translation.best
+    confidence = result.translation.confidence
     record = SentenceResult(
-        source=result.translation.source, translation=best.text, score=round(best.score, 4), tokens=best.pieces
+        source=result.translation.source,
+        translation=best.text,
+        score=round(best.score, 4),
+        tokens=best.pieces,
+        confidence=None if confidence is None else round(confidence, 4),
+        warnings=result.translation.warnings,
     )
     if nbest > 1:
         record.nbest = [
@@ -284,7 +295,8 @@ def create_app(
         if time.monotonic() >= deadline:
             return late
         try:
-            future = state["batcher"].submit(sentences, beam, body.nbest, body.attention, deadline)
+            text = TextOptions(split=body.split, check_language=not body.force)
+            future = state["batcher"].submit(sentences, beam, body.nbest, body.attention, deadline, text)
         except QueueFull as full:
             message = f"the server is busy ({full.limit} reached); retry in {full.retry_after_s} s"
             return json_error(503, message, full.limit, headers={"Retry-After": str(full.retry_after_s)})

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from seq2seq.decode.translator import SentenceAttention, Translation, Translator
 from seq2seq.serve.metrics import ServeMetrics
+from seq2seq.text.stage import DEFAULTS, TextOptions
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class _Job:
     beam: int
     nbest: int
     attention: bool
+    text: TextOptions
     future: Future
     tokens: int
     deadline: float  # time.monotonic(); math.inf for none
@@ -108,17 +110,24 @@ class Batcher:
         self._worker.start()
 
     def submit(
-        self, sentences: list[str], beam: int, nbest: int = 1, attention: bool = False, deadline: float = math.inf
+        self,
+        sentences: list[str],
+        beam: int,
+        nbest: int = 1,
+        attention: bool = False,
+        deadline: float = math.inf,
+        text: TextOptions = DEFAULTS,
     ) -> Future:
-        """Queue sentences for translation by ``deadline`` (``time.monotonic()``); the future resolves to one
-        ``Result`` per sentence, in order. Raises ``QueueFull`` when the queue is at a cap."""
+        """Queue texts for translation by ``deadline`` (``time.monotonic()``) with the text stage's ``text``
+        options; the future resolves to one ``Result`` per text, in order. Raises ``QueueFull`` when the
+        queue is at a cap."""
         future: Future = Future()
         try:
             tokens = sum(len(self.translator.encode(s)) for s in sentences)
         except Exception as error:  # a sentence the tokenizer cannot read fails this request alone
             future.set_exception(error)
             return future
-        job = _Job(sentences, beam, nbest, attention, future, tokens, deadline)
+        job = _Job(sentences, beam, nbest, attention, text, future, tokens, deadline)
         with self._changed:
             if self._closed:
                 raise RuntimeError("the batcher is closed")
@@ -218,14 +227,14 @@ class Batcher:
             return batch
 
     def _decode(self, batch: list[_Job]) -> None:
-        groups: dict[tuple[int, int], list[_Job]] = defaultdict(list)
+        groups: dict[tuple[int, int, TextOptions], list[_Job]] = defaultdict(list)
         for job in batch:
-            groups[job.beam, job.nbest].append(job)
-        for (beam, nbest), jobs in groups.items():
+            groups[job.beam, job.nbest, job.text].append(job)
+        for (beam, nbest, text), jobs in groups.items():
             sentences = [s for job in jobs for s in job.sentences]
             start = time.perf_counter()
             try:
-                translations = self.translator.translate(sentences, beam, nbest)
+                translations = self.translator.translate(sentences, beam, nbest, text=text)
             except Exception as error:
                 if len(jobs) == 1:
                     jobs[0].future.set_exception(error)

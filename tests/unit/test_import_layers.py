@@ -15,16 +15,17 @@ PACKAGE = Path(__file__).resolve().parents[2] / "seq2seq"
 # Layer of each package; "" is the top level. Packages of one layer may not import each other.
 LAYERS = {
     "": 0,
-    "model": 1,
-    "data": 1,
-    "decode": 2,
-    "evaluate": 3,
-    "train": 4,
-    "export": 5,
-    "explain": 5,
-    "serve": 6,
-    "cli": 7,
-    "api": 8,  # one module, seq2seq/api.py: the Python API
+    "text": 1,  # the text stage: strings only, used by the data pipeline and every translating verb
+    "model": 2,
+    "data": 2,
+    "decode": 3,
+    "evaluate": 4,
+    "train": 5,
+    "export": 6,
+    "explain": 6,
+    "serve": 7,
+    "cli": 8,
+    "api": 9,  # one module, seq2seq/api.py: the Python API
 }
 ENTRY_POINTS = {"seq2seq.__main__": "cli"}  # ``python -m seq2seq`` runs the command line
 # The package's PEP 562 ``__getattr__`` imports the API on first use of ``seq2seq.load``: after every layer is

@@ -8,6 +8,7 @@ from conftest import one_line_error, run_cli
 
 import seq2seq.decode.loader as loader
 from seq2seq.config import DecodeConfig
+from seq2seq.data.tokenizer import PieceOptions, Tokenizer
 from seq2seq.decode.batched import sentences_per_batch
 from seq2seq.decode.ctranslate2 import CTranslate2Translator
 from seq2seq.decode.glossary import Glossary
@@ -17,6 +18,7 @@ from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.decode.translator import PLAIN, Capabilities, Translator
 from seq2seq.errors import UserError
 from seq2seq.model.ensemble import Ensemble
+from seq2seq.text.placeholders import PLACEHOLDERS
 
 CPU = torch.device("cpu")
 
@@ -122,3 +124,53 @@ def test_a_translator_decodes_in_batches_of_its_own_precision(toy_run):
     sizes = {p: load_translator([toy_run], CPU, precision=p).decode.batch_sentences for p in ("float32", "bf16")}
     assert sizes == {"float32": 64, "bf16": 192}  # the toy recipe leaves decode.batch_sentences unset
     assert load_translator([toy_run], CPU, ["decode.batch_sentences=8"], precision="bf16").decode.batch_sentences == 8
+
+
+# --- The text stage around an engine ---------------------------------------------------------------
+
+
+class DroppingEcho(EchoEngine):
+    """An echo engine whose "model" leaves out the ids of ``dropped`` pieces, as a model may drop a span."""
+
+    dropped: tuple[str, ...] = ()
+
+    def search(self, sources, beam, nbest, options=PLAIN):
+        ids = {self.tokenizer.tgt.piece_to_id(piece) for piece in self.dropped}
+        echoed = super().search(sources, beam, nbest)
+        return [[Hypothesis([i for i in h[0].tokens if i not in ids], -1.0)] for h in echoed]
+
+
+@pytest.fixture(scope="module")
+def placeholder_echo(toy_run, toy_pairs) -> DroppingEcho:
+    """An echo engine over a tokenizer with the placeholder pieces and byte fallback, in the toy run's languages."""
+    src, tgt = toy_pairs
+    tokenizer = Tokenizer.train(src, tgt, 2000, True, "unigram", 0.9995, PieceOptions(PLACEHOLDERS, True))
+    config = load_translator([toy_run], CPU).config
+    return DroppingEcho(tokenizer, DecodeConfig(), CPU, max_positions=64, config=config)
+
+
+def test_lines_are_translated_sentence_by_sentence_with_their_non_translatables_carried_through(placeholder_echo):
+    lines = ["我有3个苹果和12本书。访问 https://github.com/x/y 看看 read_file() 吧!", "", "The weather is nice today."]
+    paragraph, empty, english = placeholder_echo.translate(lines, beam=1)
+    units = [placeholder_echo.tokenizer.decode_tgt(ids[:-1]) for ids in placeholder_echo.searched]
+    assert units == ["我有⦅1⦆个苹果和⦅2⦆本书。", "访问 ⦅1⦆ 看看 ⦅2⦆() 吧!"]  # one batch, two sentences
+    assert paragraph.best.text == "我有3个苹果和12本书。 访问 https://github.com/x/y 看看 read_file() 吧!"
+    assert paragraph.warnings == [] and len(paragraph.sentences) == 2 and paragraph.confidence is not None
+    assert empty.best.text == "" and empty.sentences == []
+    assert english.best.text == "The weather is nice today." and "target language" in english.warnings[0]
+
+
+def test_a_span_the_model_dropped_is_appended_and_reported(placeholder_echo):
+    placeholder_echo.dropped = ("⦅2⦆",)
+    try:
+        (result,) = placeholder_echo.translate(["我有3个苹果和12本书。"], beam=1)
+    finally:
+        placeholder_echo.dropped = ()
+    assert result.best.text == "我有3个苹果和本书 12。"
+    assert result.warnings == ["'12' was dropped by the model: appended"]
+
+
+def test_a_model_without_placeholders_reads_its_input_unmasked(echo):
+    (result,) = echo.translate(["我有3个苹果。"])
+    assert echo.searched == [echo.encode("我有3个苹果。")]
+    assert "⦅" not in result.best.text

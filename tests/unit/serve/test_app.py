@@ -233,14 +233,14 @@ def test_openapi_schema_describes_requests_responses_and_errors(client):
     schema = client.get("/openapi.json").json()
     request = schema["components"]["schemas"]["TranslateRequest"]
     assert request["additionalProperties"] is False
-    assert set(request["properties"]) == {"text", "beam", "nbest", "attention", "timeout_ms"}
+    assert set(request["properties"]) == {"text", "beam", "nbest", "attention", "split", "force", "timeout_ms"}
     assert request["required"] == ["text"]
     post = schema["paths"]["/translate"]["post"]
     assert set(post["responses"]) == {"200", "401", "408", "413", "422", "503", "504"}
     for status in ("422", "503", "504"):
         assert post["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith("/Error")
     result = schema["components"]["schemas"]["SentenceResult"]["properties"]
-    assert {"source", "translation", "score", "tokens", "nbest", "attention"} == set(result)
+    assert {"source", "translation", "score", "tokens", "nbest", "confidence", "warnings", "attention"} == set(result)
     assert set(schema["paths"]) == {"/translate", "/health", "/metrics"}
 
 

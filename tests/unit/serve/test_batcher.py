@@ -17,6 +17,7 @@ from seq2seq.decode.loader import load_model
 from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.serve.batcher import Batcher, BatchLimits, DeadlineExceeded, QueueDepth, QueueFull, QueueLimits
 from seq2seq.serve.metrics import ServeMetrics
+from seq2seq.text.stage import DEFAULTS
 
 
 class Recording(TorchTranslator):
@@ -29,13 +30,13 @@ class Recording(TorchTranslator):
         self.gate.set()
         self.entered = threading.Event()  # set when a batch reaches translate
 
-    def translate(self, sentences, beam=None, nbest=1):
+    def translate(self, sentences, beam=None, nbest=1, *, text=DEFAULTS):
         self.entered.set()
         self.gate.wait(timeout=60)
         self.batches.append(list(sentences))
         if any("💥" in s for s in sentences):
             raise ValueError("exploded")
-        return super().translate(sentences, beam, nbest)
+        return super().translate(sentences, beam, nbest, text=text)
 
 
 @pytest.fixture(scope="module")
