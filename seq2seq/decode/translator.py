@@ -263,7 +263,7 @@ class Translator(ABC):
             details = details or result.sentences
             tokens = [i for o in chosen for i in o.tokens]
             pieces = [p for o in chosen for p in o.pieces]
-            outputs.append(Output(result.text, sum(o.score for o in chosen), tokens, pieces))
+            outputs.append(Output(result.text, sum((o.score for o in chosen), 0.0), tokens, pieces))
         terms = [term for t in done for term in (t.constraints or [])] if any(t.constraints for t in done) else None
         return Translation(line, outputs, terms, details or [])
 

@@ -210,3 +210,28 @@ def test_options_that_cannot_go_together_are_one_line_errors_before_loading(tmp_
     """Checked before any model loads: the models named here do not exist."""
     line = main_error(capsys, "translate", "--model", str(tmp_path / "model"), "--device", "cpu", *args, "你好。")
     assert message in line
+
+
+def test_a_paragraph_is_one_line_out_translated_sentence_by_sentence(toy_run, capsys):
+    model = ["translate", "--model", str(toy_run), "--device", "cpu", "--beam", "1"]
+    first, second = _run(capsys, *model, SENTENCES[0]).strip(), _run(capsys, *model, SENTENCES[1]).strip()
+    both = _run(capsys, *model, SENTENCES[0] + SENTENCES[1], "", SENTENCES[1])
+    assert both.split("\n") == [f"{first} {second}", "", second, ""]
+    whole = _json_lines(_run(capsys, *model, "--no-split", "--json", SENTENCES[0] + SENTENCES[1]))[0]
+    assert "sentences" not in whole  # one unit, translated whole
+
+
+def test_target_language_input_passes_through_said_on_stderr_and_in_json(toy_run, capsys):
+    model = ["translate", "--model", str(toy_run), "--device", "cpu", "--beam", "1"]
+    english = "The weather is nice today."
+    main([*model, english, SENTENCES[0]])
+    said = capsys.readouterr()
+    assert said.out.split("\n")[0] == english
+    passed = "already in the target language (en): passed through unchanged (--force translates)"
+    assert said.err.strip() == f'seq2seq: line 1, "{english}": {passed}'
+    (record,) = _json_lines(_run(capsys, *model, "--json", english))
+    assert record["translation"] == english and record["confidence"] is None
+    assert record["warnings"] == [passed]
+    assert record["sentences"][0]["translated"] is False
+    (forced,) = _json_lines(_run(capsys, *model, "--json", "--force", english))
+    assert forced["warnings"] == [] and forced["confidence"] is not None

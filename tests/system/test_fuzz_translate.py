@@ -75,7 +75,7 @@ def test_translate_cli_keeps_one_output_line_per_input_line(toy_run, tmp_path):
 def test_translate_cli_bad_utf8_on_stdin_is_a_one_line_error(toy_run):
     result = subprocess.run(
         [sys.executable, "-m", "seq2seq", "translate", "--model", str(toy_run), "--device", "cpu"],
-        input=b"ok\ncaf\xe9\n",  # Latin-1, not UTF-8, on the second line
+        input="好。\n".encode() + b"caf\xe9\n",  # Latin-1, not UTF-8, on the second line
         capture_output=True,
         cwd=REPO,
         env=CLI_ENV,
