@@ -98,9 +98,16 @@ def _without_keys(body: list[str], keys: set[str]) -> tuple[list[str], int | Non
     return kept, first
 
 
-def config_for(recipe: str, src: str | None = None, tgt: str | None = None, tsv: str | None = None) -> str:
+def config_for(
+    recipe: str,
+    src: str | None = None,
+    tgt: str | None = None,
+    tsv: str | None = None,
+    languages: tuple[str | None, str | None] | None = None,
+) -> str:
     """The recipe as YAML text for the user's corpus: ``src`` and ``tgt`` (or one ``tsv``) replace the recipe's
-    data files and corpora, every other key and every comment stays; with no files, the recipe itself."""
+    data files and corpora, ``languages`` (source, target codes; None: unknown) its ``src_lang`` and
+    ``tgt_lang``, every other key and every comment stays; with no files, the recipe itself."""
     text = recipe_path(recipe).read_text(encoding="utf-8")
     given = " ".join(f"--{flag} {value}" for flag, value in (("src", src), ("tgt", tgt), ("tsv", tsv)) if value)
     header = [
@@ -124,4 +131,12 @@ def config_for(recipe: str, src: str | None = None, tgt: str | None = None, tsv:
         _entry("tgt", _file_value(tgt), "target side, line-aligned with src"),
         _entry("tsv", _file_value(tsv), "alternatively one TSV file with both sides (src_column, tgt_column)"),
     ]
+    if languages is not None:
+        body, at = _without_keys(body, {"src_lang", "tgt_lang"})
+        at = len(body) if at is None else at
+        guessed = "guessed from the corpus by seq2seq init; null = unknown: set it (en, zh, de, ...)"
+        body[at:at] = [
+            _entry("src_lang", _file_value(languages[0]), f"source language, {guessed}"),
+            _entry("tgt_lang", _file_value(languages[1]), f"target language, {guessed}"),
+        ]
     return "\n".join(header + lines[: start + 1] + body + lines[end:]) + "\n"

@@ -8,6 +8,7 @@ passed through and flagged; ``force`` translates everything.
 """
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 
@@ -57,6 +58,20 @@ def _identifier():  # noqa: ANN202 (py3langid's class, imported only here)
     except ImportError:
         raise UserError("the language check needs py3langid: pip install 'seq2seq[text]' (or use --force)") from None
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+def guess_language(lines: list[str]) -> str | None:
+    """The language most of ``lines`` are in (a corpus side), or None when the classifier is missing or
+    no language holds a clear majority of them."""
+    try:
+        identifier = _identifier()
+    except UserError:
+        return None
+    votes = Counter(identifier.classify(line)[0] for line in lines if _LETTER.search(line))
+    if not votes:
+        return None
+    language, count = votes.most_common(1)[0]
+    return language if count >= 0.6 * sum(votes.values()) else None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 import pytest
 import yaml
-from conftest import TOY_SRC, TOY_TGT, main_error
+from conftest import TOY_SRC, TOY_TGT, main_error, write_lines
 
 from seq2seq.cli import main
 from seq2seq.config import config_from_dict, load_config
@@ -47,3 +47,12 @@ def test_init_errors_are_one_line(capsys, args, says):
 def test_train_with_an_unknown_config_lists_the_recipes(capsys):
     line = main_error(capsys, "train", "--config", "zh-en-big")
     assert "config zh-en-big not found" in line and ", ".join(recipe_names()) in line
+
+
+def test_init_guesses_the_languages_of_a_corpus_it_was_not_written_for(tmp_path, capsys):
+    german = ["Ich habe heute keine Zeit.", "Wo ist der Bahnhof?", "Das Wetter ist schön.", "Wir gehen ins Kino."]
+    english = ["I have no time today.", "Where is the station?", "The weather is nice.", "We go to the cinema."]
+    src, tgt = write_lines(tmp_path / "my.de", german * 5), write_lines(tmp_path / "my.en", english * 5)
+    main(["init", "--src", str(src), "--tgt", str(tgt)])
+    data = yaml.safe_load(capsys.readouterr().out)["data"]
+    assert (data["src_lang"], data["tgt_lang"]) == ("de", "en")
