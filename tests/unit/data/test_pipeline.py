@@ -1,6 +1,7 @@
 """seq2seq.data.pipeline: prepare_data end to end on the toy corpus, the cache, filtering, run-dir install."""
 
 import dataclasses
+import re
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from seq2seq.data.encoded import EncodedSplit, Resegmented
 from seq2seq.data.pipeline import PreparedData, prepare_data
 from seq2seq.data.tokenizer import JOINT, Tokenizer
 from seq2seq.errors import UserError
-from seq2seq.special import BOS, EOS, PAD
+from seq2seq.special import BOS, EOS, PAD, UNK
 
 FILTER_KEYS = ("filtered_empty", "filtered_too_long", "filtered_ratio")
 
@@ -315,3 +316,20 @@ def test_resegmented_pairs_stay_within_max_len(built):
     longest = int(max(data.train.src_lengths.max(), data.train.tgt_lengths.max() + 1))
     split = Resegmented(data.train_text, data.tokenizer, alpha=0.01, seed=0, max_len=longest).split(0)
     assert int(split.src_lengths.max()) <= longest and int(split.tgt_lengths.max()) + 1 <= longest
+
+
+def test_placeholders_mask_the_training_pairs_and_byte_fallback_leaves_no_unknown(tmp_path):
+    src = write_lines(tmp_path / "c.zh", ["我有3个苹果。", "汤姆在睡觉。"] * 150)
+    tgt = write_lines(tmp_path / "c.en", ["I have 3 apples.", "Tom is sleeping."] * 150)
+    cfg = _config(tmp_path / "cache", src=str(src), tgt=str(tgt), dev_size=0, test_size=0, vocab_size=300)
+    masked = dataclasses.replace(cfg, placeholders=True, placeholder_share=0.0, byte_fallback=True)
+    data = prepare_data(masked)
+    pairs = dict(zip(data.train_text.src, data.train_text.tgt, strict=True))
+    (apples,) = [s for s in pairs if "苹果" in s]
+    (symbol,) = re.findall("⦅\\d+⦆", apples)
+    assert apples == f"我有{symbol}个苹果。" and pairs[apples] == f"I have {symbol} apples."
+    assert pairs["汤姆在睡觉。"] == "Tom is sleeping."  # names masked in a share of 0 of the pairs
+    assert data.tokenizer.has_piece("⦅1⦆") and data.tokenizer.has_piece("⦅12⦆")
+    assert UNK not in data.tokenizer.encode_src("𝄞 龘 ⦅3⦆")  # byte pieces, never <unk>
+    plain = prepare_data(cfg)
+    assert not plain.tokenizer.has_piece("⦅1⦆") and "我有3个苹果。" in plain.train_text.src
