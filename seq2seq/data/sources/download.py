@@ -13,6 +13,10 @@ where none is known); a file without one is refused before anything is fetched u
 allows unpinned files, and then its digest is reported so that it can be pinned. A mismatch deletes
 the ``.part`` (a resumed file that no longer matches is worthless) and is one line naming the URL
 and both digests.
+
+Written here rather than through ``pooch``: pooch downloads each attempt into a fresh temporary file, so a
+dropped connection or a killed fetch starts Tatoeba's English export (the largest file) over from its first
+byte, and it retries every HTTP error, a 404 included; resuming is what this module is for.
 """
 
 from __future__ import annotations
