@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -40,8 +41,20 @@ VOCAB = 40
 # spin-waiting against another busy process slow the tests down many times over.
 torch.set_num_threads(1)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # the bench scripts' shared helpers
-from benchlib import free_port  # noqa: E402  (one home, for the scripts and the tests)
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mib(pid: int) -> float:
+    """A process's resident set (VmRSS) in MiB, from Linux's /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no VmRSS for pid {pid}")
 
 
 class Tensorless(Translator):

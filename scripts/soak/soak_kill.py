@@ -12,10 +12,10 @@ reference's records, step for step, no temporary file is left.
 The trainers run in children forked from a server that has imported torch once
 (``multiprocessing``'s forkserver), so a kill costs a fraction of a second, not an interpreter
 start; each child runs ``seq2seq.cli.main``, the ``seq2seq train`` command itself. The CI test
-(tests/system/test_fault_kill.py) calls the same functions with fewer kills.
+(tests/system/test_fault_kill.py) runs this script with fewer kills.
 
-    python scripts/soak_kill.py                        # 100 kills, 200 steps
-    python scripts/soak_kill.py --kills 30 --steps 60 --seed 7 --out /tmp/soak.json
+    python scripts/soak/soak_kill.py                        # 100 kills, 200 steps
+    python scripts/soak/soak_kill.py --kills 30 --steps 60 --seed 7 --out /tmp/soak.json
 """
 
 import argparse
@@ -36,7 +36,6 @@ import yaml
 
 from seq2seq.checkpoint import load_checkpoint
 
-REPO = Path(__file__).resolve().parent.parent
 # Fields that differ between two runs of the same training by their nature: the clock.
 TIMING = {"minutes", "tokens_per_s", "elapsed"}
 

@@ -5,8 +5,8 @@ checkpoint's step, and the JSON report.
 * ``--threads N``: N torch threads; 0 (the default) = every core this process may run on, and for a
   decoding translator its default threads (``seq2seq.decode.threads``), as the verbs give it.
 * ``--device``: auto (CUDA when present), cpu, cuda, cuda:N.
-* ``--out FILE``: where the JSON report goes; by default ``runs/bench/<script>.json``, never into docs/
-  (the figures there are updated by hand, from a report, when a re-run is meant to replace them).
+* ``--out FILE``: where the JSON report goes; by default ``runs/bench/<script>.json``. The reports that
+  docs/benchmarks.md quotes are in benchmarks/results/, copied there by hand when a re-run replaces them.
 """
 
 import argparse

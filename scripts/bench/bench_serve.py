@@ -7,7 +7,7 @@ Starts the server on a free loopback port and, in rounds, measures side by side:
 - one sentence at a time through the same call: the CLI's decode time without the model load.
 Reports medians over rounds and the server's peak RSS; writes JSON with ``--out``.
 
-    python scripts/bench_serve.py --model runs/zh-en --beam 5
+    python scripts/bench/bench_serve.py --model runs/zh-en --beam 5
 """
 
 import argparse

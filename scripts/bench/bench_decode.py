@@ -25,8 +25,8 @@ Three measurements, printed as a table and written as JSON (``--out``):
 (c) the wall time of the one-shot command ``seq2seq translate "今天天气很好。"``,
     model loading included.
 
-    python scripts/bench_decode.py --model runs/zh-en --out docs/bench_decode.json
-    python scripts/bench_decode.py --model runs/zh-en --threads 0 1 2 --skip-cli   # the thread rule's evidence
+    python scripts/bench/bench_decode.py --model runs/zh-en
+    python scripts/bench/bench_decode.py --model runs/zh-en --threads 0 1 2 --skip-cli   # the thread rule's evidence
 """
 
 import argparse
@@ -131,7 +131,7 @@ def row_label(name: str, threads: int, settings: list[int]) -> str:
 
 class CTranslate2Rows:
     """The CTranslate2 rows, in a child process: importing ctranslate2 (with its own OpenMP runtime)
-    slowed our float32 decoder in the same process by about 10% (docs/benchmarks.md), and no user
+    slowed our float32 decoder in the same process (docs/design.md#ctranslate2-in-a-child), and no user
     of our engine loads it. The child exports the model and loads a translator per row; each request
     then goes over a pipe, one at a time, and the child times the ``translate`` call itself, so the
     pipe is not in the figures. Use as a context manager: leaving it stops the child."""

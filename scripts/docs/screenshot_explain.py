@@ -2,7 +2,7 @@
 written as the command writes it, opened from disk in Debian's headless Chromium through Debian's
 chromedriver (nothing downloaded), the whole page down to ``--max-height`` pixels.
 
-    python scripts/screenshot_explain.py --model runs/zh-en --out docs/explain.png
+    python scripts/docs/screenshot_explain.py --model runs/zh-en --out docs/explain.png
 """
 
 import argparse
@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-from benchlib import REPORTS
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
@@ -25,7 +24,7 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--text", default="今天天气很好。")
     parser.add_argument("--ref", default="The weather is nice today.")
-    parser.add_argument("--out", default=str(REPORTS / "explain.png"), help="PNG to write (default: %(default)s)")
+    parser.add_argument("--out", default="runs/bench/explain.png", help="PNG to write (default: %(default)s)")
     parser.add_argument("--width", type=int, default=1400, help="window width in CSS pixels")
     parser.add_argument("--max-height", type=int, default=7000, help="cut the page here (pixels)")
     parser.add_argument("--chromium", default="/usr/bin/chromium")

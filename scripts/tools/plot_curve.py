@@ -5,7 +5,7 @@ validation records are the lines that carry ``dev_bleu``. BLEU, chrF and dev los
 go on three panels, all against the ``minutes`` the run had trained at that
 validation, so runs of different speeds compare on the same clock.
 
-    python scripts/plot_curve.py runs/zh-en [runs/other ...] --out docs/learning_curve.png
+    python scripts/tools/plot_curve.py runs/zh-en [runs/other ...] --out docs/learning_curve.png
 """
 
 import argparse

@@ -1,7 +1,7 @@
 """Regenerate the example outputs of the README and the docs from one model, so that no two disagree.
 
-    python scripts/refresh_examples.py --model runs/zh-en-b2048 README.md docs/*.md
-    python scripts/refresh_examples.py --model runs/zh-en-b2048 --check README.md docs/*.md
+    python scripts/docs/refresh_examples.py --model runs/zh-en-b2048 README.md docs/*.md
+    python scripts/docs/refresh_examples.py --model runs/zh-en-b2048 --check README.md docs/*.md
 
 An example is a fenced block right after the marker ``<!-- example -->``. Its ``$ `` lines are the
 commands (a line ending in ``\\`` continues on the next); everything else in it is output, and is
@@ -32,10 +32,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib import free_port
-
 from seq2seq.atomic import write_text_atomically
 from seq2seq.errors import UserError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # benchlib: what the scripts share
+from benchlib import free_port  # noqa: E402
 
 MARKER = "<!-- example -->"
 FENCE = re.compile(r"^(```+|~~~+)(\S*)\s*$")

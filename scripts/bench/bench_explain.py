@@ -4,7 +4,7 @@ median of ``--repeats`` more, one process, the model in float32 as the explainer
 build is timed by the wall clock and by the process's CPU time, which a busy machine inflates
 less (on a CPU device the two agree when the process has its cores to itself).
 
-    python scripts/bench_explain.py --model runs/zh-en --threads 1 --out docs/bench_explain.json
+    python scripts/bench/bench_explain.py --model runs/zh-en --threads 1
 """
 
 import argparse

@@ -19,9 +19,9 @@ matmul peak in the row's precision, and the dev loss after training, to show tha
 cost quality at an equal number of target tokens. Peak RSS of the default recipe (and on a GPU
 its peak GPU memory) is measured in a separate training process.
 
-    python scripts/bench_train.py                      # the default recipe, 5 rounds
-    python scripts/bench_train.py --rounds 3 --round-tokens 10000  # quicker
-    python scripts/bench_train.py --device cuda --round-tokens 300000  # on a GPU
+    python scripts/bench/bench_train.py                      # the default recipe, 5 rounds
+    python scripts/bench/bench_train.py --rounds 3 --round-tokens 10000  # quicker
+    python scripts/bench/bench_train.py --device cuda --round-tokens 300000  # on a GPU
 """
 
 import argparse

@@ -1,7 +1,7 @@
 """A test set that none of several trained recipes saw: a run's test split minus every pair whose source
 occurs among another recipe's training sources, for comparing recipes on sentences neither trained on.
 
-    python scripts/unseen_test.py --run runs/zh-en --trained zh-en zh-en-24k \\
+    python scripts/tools/unseen_test.py --run runs/zh-en --trained zh-en zh-en-24k \\
         --out runs/unseen
 
 Sources are compared as the pipeline stores them (normalized, in the script ``data.src_script`` asks

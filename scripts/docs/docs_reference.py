@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # document this checkout's code, whatever else is installed
     sys.path.insert(0, str(REPO))
 

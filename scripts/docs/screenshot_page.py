@@ -1,15 +1,19 @@
 """A screenshot of the page of ``seq2seq serve`` (docs/serve.png): Debian's headless Chromium
 through Debian's chromedriver (nothing downloaded), against a server on a free loopback port.
 
-    python scripts/screenshot_page.py --model runs/zh-en --text "我想喝一杯咖啡。" --out docs/serve.png
+    python scripts/docs/screenshot_page.py --model runs/zh-en --text "我想喝一杯咖啡。" --out docs/serve.png
 """
 
 import argparse
+import sys
+from pathlib import Path
 
-from benchlib import REPORTS, free_port, start_server
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # benchlib: what the scripts share
+from benchlib import REPORTS, free_port, start_server  # noqa: E402
 
 
 def main() -> None:

@@ -10,8 +10,8 @@ the prepared data (a cache hit) and validates once. Prepare's worker processes (
 filtering on every core, ``seq2seq.data.hashsplit``) report separately: the largest of them, and the CPU
 time includes theirs. The build's own report gives the seconds of each stage.
 
-    python scripts/bench_data.py --pairs 24000 1000000 --out docs/bench_data.json
-    python scripts/bench_data.py --pairs 2000 --config toy --train-steps 3  # quick
+    python scripts/bench/bench_data.py --pairs 24000 1000000
+    python scripts/bench/bench_data.py --pairs 2000 --config toy --train-steps 3  # quick
 """
 
 import argparse
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from benchlib import REPORTS, machine_info, write_report
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from seq2seq.config import DEFAULT_CONFIG  # noqa: E402
