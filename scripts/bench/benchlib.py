@@ -6,7 +6,7 @@ checkpoint's step, and the JSON report.
   decoding translator its default threads (``seq2seq.decode.threads``), as the verbs give it.
 * ``--device``: auto (CUDA when present), cpu, cuda, cuda:N.
 * ``--out FILE``: where the JSON report goes; by default ``runs/bench/<script>.json``. The reports that
-  docs/benchmarks.md quotes are in benchmarks/results/, copied there by hand when a re-run replaces them.
+  the benchmarks page (docs/benchmarks.md#machines) quotes are in benchmarks/results/, copied by hand.
 """
 
 import argparse
