@@ -64,14 +64,14 @@ TEST_WORKERS ?= auto
 test: $(BIN)/.dev
 	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS)
 
-# The training and decoding benchmarks at the settings of docs/benchmarks.md (its Training and Threads
-# sections); the reports go to runs/bench/ (compare them with docs/bench_*.json, which a re-run meant to
-# replace them updates by hand). BENCH_MODEL: the trained run the decoding benchmark reads (make train's).
+# The training and decoding benchmarks at the settings of docs/benchmarks.md#training and docs/performance.md#threads;
+# the reports go to runs/bench/ (compare them with benchmarks/results/, the reports the docs quote, which a re-run
+# meant to replace them updates by hand). BENCH_MODEL: the trained run the decoding benchmark reads (make train's).
 BENCH_MODEL ?= runs/zh-en
 bench: $(BIN)/.dev data
-	$(BIN)/python scripts/bench_train.py --config $(CONFIG) --set data.vocab_size=8000 --rounds 5 --round-tokens 20000 \
+	$(BIN)/python scripts/bench/bench_train.py --config $(CONFIG) --set data.vocab_size=8000 --rounds 5 --round-tokens 20000 \
 		--out runs/bench/bench_train.json
-	$(BIN)/python scripts/bench_decode.py --model $(BENCH_MODEL) --threads 0 1 2 --rows ours-float32 ours-bf16 ct2-float32 \
+	$(BIN)/python scripts/bench/bench_decode.py --model $(BENCH_MODEL) --threads 0 1 2 --rows ours-float32 ours-bf16 ct2-float32 \
 		ct2-int8 --sentences 500 --repeats 3 --batch 50 --steps 20 --repeats-translate 3 --latency-sentences 20 --skip-cli \
 		--out runs/bench/bench_threads.json
 

@@ -33,7 +33,7 @@ from seq2seq.errors import UserError
 DECODE_PRECISIONS = ("auto", "float32", "bf16")
 # The two caches of compiled oneDNN kernels, oneDNN's own and the one of torch's wrapper around it.
 ONEDNN_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
-ONEDNN_CACHE_ENTRIES = 8192  # eight times the libraries' default: docs/benchmarks.md measured the trade
+ONEDNN_CACHE_ENTRIES = 8192  # eight times the libraries' default: docs/design.md#onednn-cache
 
 
 def resolve_device(name: str) -> torch.device:
@@ -161,8 +161,9 @@ def size_onednn_caches(environ: MutableMapping[str, str] = os.environ) -> None:
     keeps it in two caches of 1,024 entries by default. A decode meets new shapes at every step
     (the self-attention keys grow) and at every batch size, more than 1,024 of them, so at the
     default it compiles again the kernels it dropped; larger caches decode faster and hold more
-    memory (docs/benchmarks.md, docs/serving.md). The libraries read the sizes when they first
-    build a kernel: this must run before the process's first bf16 product to count.
+    memory (docs/design.md#onednn-cache, docs/performance.md#onednn-kernel-caches). The libraries
+    read the sizes when they first build a kernel: this must run before the process's first bf16
+    product to count.
     """
     for name in ONEDNN_CACHES:
         environ.setdefault(name, str(ONEDNN_CACHE_ENTRIES))

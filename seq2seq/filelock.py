@@ -7,7 +7,8 @@ systems only, so both are imported where they exist and neither is needed to imp
 
 A Windows lock on a byte range also stops other processes reading those bytes, so the lock covers
 one byte far past anything a lock file holds (``LOCKED_BYTE``): the run lock's owner pid stays
-readable by the process that is refused.
+readable by the process that is refused. That is why this is not the ``filelock`` package: its Windows lock
+covers byte 0 and it deletes the lock file on release, which would hide the holder's pid from the refused run.
 """
 
 import errno

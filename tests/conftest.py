@@ -7,14 +7,18 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -37,8 +41,20 @@ VOCAB = 40
 # spin-waiting against another busy process slow the tests down many times over.
 torch.set_num_threads(1)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # the bench scripts' shared helpers
-from benchlib import free_port  # noqa: E402  (one home, for the scripts and the tests)
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mib(pid: int) -> float:
+    """A process's resident set (VmRSS) in MiB, from Linux's /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no VmRSS for pid {pid}")
 
 
 class Tensorless(Translator):
@@ -498,3 +514,72 @@ def browser():
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     yield driver
     driver.quit()
+
+
+class LoopbackFiles:
+    """Byte strings served by path over HTTP on 127.0.0.1 from a thread, with the faults a test sets.
+
+    ``drop_after[path] = n``: the first request for ``path`` gets all headers (the full length) but only
+    ``n`` bytes, then the connection closes. ``ignore_range``: Range headers are answered with the whole
+    file (200). ``stall_after[path] = n``: a request sends ``n`` bytes, sets ``stalled`` and waits for
+    ``release``. ``requests`` records (path, Range header) of every request.
+    """
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.requests: list[tuple[str, str | None]] = []
+        self.drop_after: dict[str, int] = {}
+        self.stall_after: dict[str, int] = {}
+        self.ignore_range = False
+        self.stalled, self.release = threading.Event(), threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+                outer._answer(self)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        path, requested = handler.path, handler.headers.get("Range")
+        first = all(seen != path for seen, _ in self.requests)
+        self.requests.append((path, requested))
+        body = self.files.get(path)
+        if body is None:
+            handler.send_error(404)
+            return
+        start = int(requested.removeprefix("bytes=").rstrip("-")) if requested and not self.ignore_range else 0
+        handler.send_response(206 if start else 200)
+        if start:
+            handler.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        handler.send_header("Content-Length", str(len(body) - start))
+        handler.end_headers()
+        rest = body[start:]
+        if path in self.stall_after:
+            handler.wfile.write(rest[: self.stall_after[path]])
+            handler.wfile.flush()
+            self.stalled.set()
+            self.release.wait(timeout=60)
+            handler.close_connection = True
+        elif first and path in self.drop_after:
+            handler.wfile.write(rest[: self.drop_after[path]])
+            handler.wfile.flush()
+            handler.close_connection = True
+        else:
+            handler.wfile.write(rest)
+
+
+@pytest.fixture
+def loopback() -> Iterator[LoopbackFiles]:
+    server = LoopbackFiles()
+    server.thread.start()
+    yield server
+    server.release.set()
+    server.server.shutdown()
+    server.server.server_close()

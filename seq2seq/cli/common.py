@@ -103,7 +103,7 @@ def add_engine(p: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=0,
         help="CPU threads per batch, one batch at a time; default 0: one thread per batch and one batch per core "
-        "this process may use (docs/benchmarks.md, Threads)",
+        "this process may use (docs/performance.md#threads)",
     )
     p.add_argument(
         "--set",

@@ -13,7 +13,7 @@ set, and on every page fault Linux maps the neighbouring cached pages too ("faul
 long run's resident size grows towards the size of the token files; giving the pages back after
 each batch (``madvise``) costs more than the reads. Only the per-sentence lengths the sampler
 sorts by live in memory, read from the offsets files and stored in 2 bytes each.
-(Measurements: docs/benchmarks.md, "Data pipeline at scale".)
+(Why: docs/design.md#shard-reads.)
 
 ``load_tensors`` maps the four files whole (private, read-only use: the cache entry stays as
 built), for code that looks at a split at once rather than a batch at a time.

@@ -38,9 +38,8 @@ def sentences_per_batch(configured: int | None, precision: str, device: torch.de
     """``decode.batch_sentences`` as set, or for None ``BATCH_SENTENCES``, three times that on bf16 weights on a CPU.
 
     A bf16 batch's rows (activations, key/value caches, logits) take half the bytes of float32 ones, and
-    its matrix products gain more from more rows: on the recipe's model at the default threads, with the
-    longest batches first, float32 decoded as fast in batches of 64 as of 96 or 128, and bf16 fastest in
-    batches of 192, ahead of 128 and 256 (docs/benchmarks.md). ``precision`` is the weights' (``bf16``,
+    its matrix products gain more from more rows, so bf16 takes larger batches than float32
+    (docs/design.md#batch-size-by-precision). ``precision`` is the weights' (``bf16``,
     ``float32``, or a training precision).
     """
     if configured is not None:
@@ -53,7 +52,7 @@ def length_sorted_batches(lengths: Sequence[int], size: int) -> Iterator[list[in
 
     Longest first because several search workers take batches in this order: the slowest batches
     start first and the short ones fill the end, where ascending order left one worker alone with
-    the longest batch while the other idled (docs/benchmarks.md). The last batch, the one that may
+    the longest batch while the other idled (docs/design.md#longest-first). The last batch, the one that may
     be smaller, holds the shortest items.
     """
     order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)

@@ -137,8 +137,8 @@ def encode_by_length(model: nn.Module, src: Tensor, src_mask: Tensor) -> Tensor:
     length -> memory (B, S, D).
 
     A batch sorted longest first can hold a 68-token sentence beside 13-token ones, and encoding
-    them together pads every row to the longest: in bf16's batches of 192 half the encoder's source
-    tokens were padding (docs/benchmarks.md). So the rows, longest first, are cut where a length
+    them together pads every row to the longest, most of all in bf16's large batches
+    (docs/design.md#grouped-encoding). So the rows, longest first, are cut where a length
     falls below half the longest of its group, and each group is encoded at its own width. The
     memory is zero past a group's width; every attention over it masks those padded positions, so
     the decoder reads what one padded encode gives, up to float rounding.
@@ -174,8 +174,8 @@ def step_log_probs(
 
     ``out`` (B' >= B, V), when given, receives them in its first B rows, which are returned: the
     searches pass the first step's result back in, so every later step writes memory the last one
-    already touched: a fresh (B, V) tensor at every step was the slower part of a bf16 beam search's
-    cast and log-softmax (docs/benchmarks.md).
+    already touched: a fresh (B, V) tensor at every step would be mapped and page-faulted anew
+    (docs/design.md#log-prob-buffer).
     """
     new = tokens[:, -1:] if cache is not None else tokens
     states = model.decode(new, memory, src_mask, cache)  # (B, 1 or t, D)
@@ -264,8 +264,8 @@ def row_topk(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """The k largest of each row of ``scores`` (R, W), best first, with their column indices: (R, k) each.
 
     The values of ``scores.topk(k, dim=1)``, from two small top-k calls instead of one over every
-    column: on a CPU, ``topk`` over beam search's N·V columns cost as much as the log-softmax
-    before it (docs/benchmarks.md). Each row's W entries are dealt into G groups of C = W / G
+    column: on a CPU, ``topk`` over beam search's N·V columns costs as much as the log-softmax
+    before it (docs/design.md#row-topk). Each row's W entries are dealt into G groups of C = W / G
     (entry j to group j mod G), and a group's maximum is an element-wise maximum over C contiguous
     slices of the row, the cheapest pass over it there is. The k best entries lie in the k groups
     with the largest maxima: a group holding one of them has a maximum at least that large, and

@@ -3,8 +3,8 @@
 Two numbers decide it (``ThreadPlan``): ``intra``, the threads that share one batch's matrix
 products (torch's ``set_num_threads``, CTranslate2's ``intra_threads``), and ``workers``, the
 batches decoded at once (CTranslate2's ``inter_threads``; our decoder's search threads,
-``seq2seq.decode.batched.search_ids``). The rule, measured for both engines in float32, bf16 and
-int8, greedy and beam 5, a corpus and one sentence at a time (docs/benchmarks.md, "Threads"):
+``seq2seq.decode.batched.search_ids``). The rule, the fastest for both engines in float32, bf16 and
+int8, greedy and beam 5, a corpus and one sentence at a time (docs/design.md#decoding-threads):
 **one intra-op thread per worker, one worker per core**. A decode's matrices are too small for
 several threads to share one without waiting on each other at every operator; separate batches
 on separate cores never wait. A single sentence is one batch, so it runs on one core either way.

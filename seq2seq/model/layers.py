@@ -23,7 +23,7 @@ def keep_scale(shape: torch.Size, p: float, dtype: torch.dtype) -> Tensor:
     Each element is decided by 16 random bits, four elements per 64-bit draw, because random
     bits, not arithmetic, are what a CPU dropout mask costs: one draw serves four elements where
     ``torch.rand`` and ``F.dropout``'s Bernoulli sampler spend a float per element
-    (docs/benchmarks.md compares them). p is rounded to a multiple of 2⁻¹⁶ (0.3 → 0.300003) and
+    (docs/design.md#dropout-masks). p is rounded to a multiple of 2⁻¹⁶ (0.3 → 0.300003) and
     the scale uses the rounded value, so the expectation stays exact.
     """
     n = math.prod(shape)
@@ -40,8 +40,8 @@ class Dropout(nn.Module):
     """Inverted dropout: in training, zero each element with probability p and scale the rest by 1/(1-p).
 
     Same distribution as ``nn.Dropout`` (up to p rounded to 2⁻¹⁶ on a CPU). On a CPU the mask
-    comes from ``keep_scale``, because ``F.dropout``'s Bernoulli masks were a visible share of a
-    CPU training step (docs/benchmarks.md). Elsewhere ``F.dropout`` runs its fused kernel.
+    comes from ``keep_scale``, because ``F.dropout``'s Bernoulli masks cost a CPU training step more
+    (docs/design.md#dropout-masks). Elsewhere ``F.dropout`` runs its fused kernel.
     """
 
     def __init__(self, p: float) -> None:
@@ -91,11 +91,11 @@ class MultiHeadAttention(nn.Module):
     ``kernel`` picks how the attention itself is computed: ``sdpa`` is
     ``F.scaled_dot_product_attention`` (fused kernels on CUDA), ``explicit`` is
     ``explicit_attention``, ``auto`` is ``sdpa`` on CUDA and ``explicit`` on a CPU, where
-    the written-out form measured faster for this project's small shapes, in training and in
-    the teacher-forced dev pass (docs/benchmarks.md); in training it also takes its dropout
+    the written-out form is faster for this project's small shapes, in training and in
+    the teacher-forced dev pass (docs/design.md#cpu-attention); in training it also takes its dropout
     mask from ``Dropout`` rather than SDPA's Bernoulli sampler. One exception on a CPU: a
     decoding step's self-attention in bf16 (one query, no mask) on a CPU with AMX takes
-    ``sdpa``, whose fused kernel measured faster there and slower without AMX (docs/benchmarks.md).
+    ``sdpa``, whose fused kernel is faster there and slower without AMX (docs/design.md#amx-attention).
     """
 
     def __init__(self, d_model: int, heads: int, head_dim: int, dropout: float, kernel: str = "sdpa") -> None:
@@ -178,7 +178,7 @@ class MultiHeadAttention(nn.Module):
 
 
 # ReLU overwrites the up-projection's output, which nothing else reads (its gradient needs only
-# its own output): one (L, F) tensor fewer per layer (docs/benchmarks.md measured the step).
+# its own output): one (L, F) tensor fewer per layer (docs/design.md#relu-in-place).
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "relu": lambda: nn.ReLU(inplace=True),
     "gelu": nn.GELU,
@@ -239,7 +239,7 @@ class Embedding(nn.Module):
         if torch.is_autocast_enabled(x.device.type):
             # Start the residual stream in autocast's dtype: the matmuls then need no cast of their
             # input, and sums, dropout and (on a CPU) LayerNorm work on half the bytes
-            # (docs/benchmarks.md measured the float32 stream against it).
+            # (docs/design.md#bf16-residual-stream).
             x = x.to(torch.get_autocast_dtype(x.device.type))
         return self.dropout(x)
 

@@ -38,7 +38,7 @@ def logits_buffer(rows: int, cols: int, like: Tensor) -> Tensor:
 
     A fresh (N, V) tensor every step is slow on a CPU: glibc maps large blocks afresh, so the
     kernel page-faults and zero-fills tens of megabytes again each time; a reused buffer is
-    already mapped (docs/benchmarks.md measured the step with and without it). Its contents are
+    already mapped (docs/design.md#logits-buffer). Its contents are
     overwritten by the next call.
     """
     key = (like.device, like.dtype)

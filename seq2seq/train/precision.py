@@ -25,9 +25,9 @@ training does with the choice.
   capability 8 and up, CPUs with AVX-512 BF16 or AMX), ``fp16`` on older CUDA GPUs (they only
   emulate bf16), else ``float32``. Autocast rather than ``bf16`` weights,
   because on the reference CPU the bf16 weights were no faster per step and the recipe's
-  hour did not score better with them (docs/experiments.md, docs/benchmarks.md). A small
+  hour did not score better with them (docs/design.md#precision-auto). A small
   model on a large GPU is bound by kernel launches, which autocast's casts add to, so
-  ``float32`` can be the faster choice there (docs/benchmarks.md, GPU section).
+  ``float32`` can be the faster choice there (docs/performance.md#precision).
 """
 
 import copy

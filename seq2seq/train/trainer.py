@@ -64,7 +64,7 @@ def budget_used(step: int, elapsed: float, cfg: TrainConfig) -> float:
 
 def adamw(params: Iterator[nn.Parameter], cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW as configured, with the fused kernel: one pass over all parameters per step rather
-    than the default loop over them (docs/benchmarks.md)."""
+    than the default loop over them (docs/design.md#fused-adamw)."""
     return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay, fused=True)
 
 

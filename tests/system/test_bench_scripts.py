@@ -17,7 +17,7 @@ def test_bench_train_reports_every_row(tmp_path, toy_cache):
     sizes = "--rounds 2 --round-tokens 300 --rss-steps 3 --threads 1".split()
     bf16 = "train.precision=bf16"  # every row: bf16 weights, bf16 autocast and float32
     done = _run(
-        "scripts/bench_train.py",
+        "scripts/bench/bench_train.py",
         "--config",
         "toy",
         "--set",
@@ -51,7 +51,7 @@ def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
     out = tmp_path / "decode.json"
     sizes = "--sentences 10 --repeats 1 --repeats-translate 1 --batch 8 --steps 5 --threads 0 1 --latency-sentences 3"
     sizes = [*sizes.split(), "--rows", "ours-float32", "ours-bf16", "ct2-int8", "--force-bf16"]
-    done = _run("scripts/bench_decode.py", "--model", str(toy_run), *sizes, "--skip-cli", "--out", str(out))
+    done = _run("scripts/bench/bench_decode.py", "--model", str(toy_run), *sizes, "--skip-cli", "--out", str(out))
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     assert report["cache"]["same_tokens"] and report["cache"]["ratio_median"] > 0  # cached == uncached output
@@ -75,23 +75,10 @@ def test_bench_decode_reports_cache_speedup_and_quality(tmp_path, toy_run):
     assert by_row["ctranslate2", "int8", 5][1]["workers"] == 1  # an explicit count: one worker
 
 
-def test_profile_step_splits_the_time_of_every_precision(tmp_path, toy_cache):
-    out = tmp_path / "profile.json"
-    cache = f"data.cache_dir={toy_cache}"
-    done = _run("scripts/profile_step.py", "--config", "toy", "--set", cache, "--steps", "2", "--out", str(out))
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
-    for precision in ("float32", "bf16-autocast", "bf16"):
-        r = report[precision]
-        assert r["seconds"]["matmul"] > 0 and r["matmul_flops"] > 0
-        assert set(r["phases"]) == {"forward + loss", "backward", "clip + optimizer"}
-    assert "matmul GFLOP/s" in done.stdout
-
-
 def test_bench_serve_reports_every_level(tmp_path, toy_run):
     out = tmp_path / "serve.json"
     sizes = "--clients 1,3 --sentences 6 --requests 6 --seconds 30 --singles 2 --rounds 1 --beam 2".split()
-    done = _run("scripts/bench_serve.py", "--model", str(toy_run), *sizes, "--out", str(out))
+    done = _run("scripts/bench/bench_serve.py", "--model", str(toy_run), *sizes, "--out", str(out))
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     assert set(report["levels"]) == {"1", "3"}
@@ -108,81 +95,20 @@ def test_bench_data_reports_prepare_and_training_memory(tmp_path):
     out = tmp_path / "data.json"
     toy = ("--config", "toy", "--src", "tests/fixtures/toy.zh", "--tgt", "tests/fixtures/toy.en")
     sizes = ("--pairs", "1500", "--train-steps", "2", "--workdir", str(tmp_path))
-    done = _run("scripts/bench_data.py", *toy, *sizes, "--out", str(out))
+    done = _run("scripts/bench/bench_data.py", *toy, *sizes, "--out", str(out))
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(out.read_text())["rows"]
     assert row["pairs"] == 1500 and 0 < row["train_pairs"] <= 1500 - 200  # dev and test held out
     assert row["prepare_peak_rss_mb"] > 0 and row["train_peak_rss_mb"] > 0 and row["pairs_per_s"] > 0
 
 
-def test_bench_search_options_reports_every_mode(tmp_path, toy_run):
-    out = tmp_path / "options.json"
-    done = _run(
-        "scripts/bench_search_options.py",
-        "--model",
-        str(toy_run),
-        "--sentences",
-        "12",
-        "--rounds",
-        "1",
-        "--threads",
-        "1",
-        "--out",
-        str(out),
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
-    assert [row["mode"] for row in report["rows"]][:2] == ["greedy", "beam 5"] and len(report["rows"]) == 5
-    for row in report["rows"]:
-        assert row["sentences_per_s"] > 0 and 0 <= row["bleu"] <= 100
-    (glossary,) = [row for row in report["rows"] if "sentences_with_terms" in row]
-    assert glossary["all_terms_in_output"] <= glossary["sentences_with_terms"]
-
-
 def test_bench_explain_times_the_report(tmp_path, toy_run):
     out = tmp_path / "explain.json"
     done = _run(
-        "scripts/bench_explain.py", "--model", str(toy_run), "--repeats", "2", "--threads", "1", "--out", str(out)
+        "scripts/bench/bench_explain.py", "--model", str(toy_run), "--repeats", "2", "--threads", "1", "--out", str(out)
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     assert report["build_s"]["runs"] and 0 < report["build_s"]["min"] <= report["build_s"]["max"]
     assert report["first_build_s"] > 0 and report["page_bytes"] > report["json_bytes"] > 0
     assert report["source_pieces"] > 1 and "report of" in done.stdout
-
-
-def test_bench_onednn_cache_decodes_in_one_process_per_cache_size(tmp_path, toy_run):
-    out = tmp_path / "cache.json"
-    args = ("--model", str(toy_run), "--sizes", "64", "1024", "--rounds", "1", "--sentences", "4", "--beam", "2")
-    done = _run("scripts/bench_onednn_cache.py", *args, "--out", str(out))
-    assert done.returncode == 0, done.stderr
-    rows = json.loads(out.read_text())["rows"]
-    assert [row["entries"] for row in rows] == [64, 1024]
-    assert all(row["sentences_per_s"] > 0 and 0 < row["rss_mib"] <= row["peak_rss_mib"] for row in rows)
-    missing = _run("scripts/bench_onednn_cache.py", "--model", str(tmp_path / "absent"), "--rounds", "1")
-    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "error" in missing.stderr
-
-
-def test_profile_decode_splits_model_search_and_python(tmp_path, toy_run):
-    out = tmp_path / "profile.json"
-    done = _run(
-        "scripts/profile_decode.py",
-        "--model",
-        str(toy_run),
-        "--sentences",
-        "6",
-        "--beam",
-        "2",
-        "--threads",
-        "1",
-        "--out",
-        str(out),
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
-    assert 0 < report["model_share"] < 1 and report["decoder_calls"] > 0
-    ops = report["operators"]
-    assert 0 < ops["in_operators_seconds"] < ops["wall_seconds"] and 0 < ops["outside_operators_share"] < 1
-    assert ops["top"] and all(row["calls"] > 0 for row in ops["top"])
-    topk = report["topk"]
-    assert topk["k"] == 4 and topk["width"] % 2 == 0 and topk["grouped_us"] > 0 and topk["plain_us"] > 0

@@ -3,7 +3,7 @@ dropout are right on the GPU, training and resuming work on CUDA (in float16 wit
 too), checkpoints load on a CPU, and decoding on the GPU gives the CPU's output.
 
 CI has no GPU, so there this module is reported as skipped; on a GPU machine
-``python -m pytest tests/system/test_cuda.py`` runs it (docs/benchmarks.md records its last run).
+``python -m pytest tests/system/test_cuda.py`` runs it (docs/benchmarks.md#training has the GPU's figures).
 """
 
 from pathlib import Path

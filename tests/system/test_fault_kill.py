@@ -1,38 +1,47 @@
 """Kill -9 at random moments and around every checkpoint write: the toy run, SIGKILLed again and again and
 resumed each time, ends with the same last.pt and best.pt as an uninterrupted run, bit for bit, and the same
-metrics records; no file is ever left partial. The harness is scripts/soak_kill.py (run it for a longer soak)."""
+metrics records; no file is ever left partial. The harness is scripts/soak/soak_kill.py, run here as a process
+with few kills (run it with more for a longer soak)."""
 
+import json
+import subprocess
 import sys
 
 import pytest
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "scripts"))
-import soak_kill  # noqa: E402
+from conftest import CLI_ENV, REPO
 
 KILLS = 10
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory, toy_cache) -> tuple[soak_kill.Launcher, soak_kill.Reference]:
-    """The trainer launcher and one uninterrupted reference run (8 steps, a checkpoint every 4)."""
-    launcher = soak_kill.Launcher()
-    return launcher, soak_kill.reference_run(launcher, tmp_path_factory.mktemp("kill"), toy_cache, 8, 4)
+def report(tmp_path_factory, toy_cache) -> dict:
+    """The harness's report: 10 random kills and the kills around each checkpoint write (8 steps, a checkpoint
+    every 4), against one uninterrupted reference run."""
+    out = tmp_path_factory.mktemp("kill") / "soak.json"
+    args = ["--kills", str(KILLS), "--steps", "8", "--eval-every", "4", "--seed", "0", "--cache", str(toy_cache)]
+    done = subprocess.run(
+        [sys.executable, "scripts/soak/soak_kill.py", *args, "--out", str(out)],
+        cwd=REPO,
+        env=CLI_ENV,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert out.is_file(), done.stderr[-3000:]
+    return json.loads(out.read_text())
 
 
-def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(harness, tmp_path):
-    report = soak_kill.soak(*harness, tmp_path, kills=KILLS, seed=0)
-    print(report)
+def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(report):
+    random = report["random"]
     # Some kills left a run part-way (last.pt past step 0, short of the end) that the next start resumed.
-    assert report.killed_mid_training >= 1, report.steps_at_kills
-    assert report.differences == []
+    assert random["killed_mid_training"] >= 1, random["steps_at_kills"]
+    assert random["kills"] == KILLS and random["differences"] == []
 
 
-def test_kill_9_around_every_checkpoint_write(harness, tmp_path):
+def test_kill_9_around_every_checkpoint_write(report):
     """Deterministic kills exactly before, in the middle of and after each write of best.pt, the averaging
     snapshots and last.pt: the windows a random kill rarely hits, where write order decides what a resume finds."""
-    report = soak_kill.soak_boundaries(*harness, tmp_path)
-    print(report)
-    names = {key.split("@")[0] for key in report.boundaries}
-    assert names >= {"best.pt", "last.pt", "snapshot-4.pt", "snapshot-8.pt"}, report.boundaries
-    assert report.differences == []
+    boundaries = report["boundaries"]
+    names = {key.split("@")[0] for key in boundaries["boundaries"]}
+    assert names >= {"best.pt", "last.pt", "snapshot-4.pt", "snapshot-8.pt"}, boundaries["boundaries"]
+    assert boundaries["differences"] == []

@@ -1,4 +1,4 @@
-"""Tests for ``seq2seq fetch`` (seq2seq/data/fetch.py) and seq2seq/data/download.py: local copies, TSV/zip
+"""Tests for ``seq2seq fetch`` (seq2seq/cli/fetch.py and the sources of seq2seq/data/sources/): local copies, TSV/zip
 conversion, env var, idempotency, errors; Tatoeba's exports and the HSK sentences on fixtures; downloads from a
 loopback server that drops connections, ignores ranges, serves a wrong file or is left mid-file by a killed
 fetch; and the proportions of one epoch of the default recipe's mixed corpora.
@@ -11,39 +11,34 @@ from __future__ import annotations
 
 import bz2
 import contextlib
-import gzip
 import hashlib
 import io
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
 import torch
-from conftest import TOY_SRC, TOY_TGT
+from conftest import TOY_SRC, TOY_TGT, LoopbackFiles
 
-import seq2seq.data.fetch as fd
 from seq2seq.cli import main as cli_main
+from seq2seq.cli.fetch import LOCAL_ENV
 from seq2seq.config import load_config
-from seq2seq.data import download as safe_download
 from seq2seq.data.batching import BucketSampler
 from seq2seq.data.corpus import read_pair_files
 from seq2seq.data.mixing import CorpusMix
 from seq2seq.data.pipeline import prepare_data
+from seq2seq.data.sources import common, download, hsk, tatoeba, tatoeba_full
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data"
@@ -58,7 +53,7 @@ def fetch_main(argv: list[str]) -> int:
     return 0
 
 
-FAST = safe_download.Retry(attempts=3, backoff_s=0.0, timeout_s=10.0)  # retries without waiting
+FAST = download.Retry(attempts=3, backoff_s=0.0, timeout_s=10.0)  # retries without waiting
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +68,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(request, *args, **kwargs)
 
     monkeypatch.setattr(urllib.request, "urlopen", loopback_only)
-    for variable in fd.LOCAL_ENV.values():
+    for variable in LOCAL_ENV.values():
         monkeypatch.delenv(variable, raising=False)
 
 
@@ -106,7 +101,7 @@ def run_script(*args: str, env_extra: dict[str, str] | None = None) -> subproces
     ``env_extra``; its exit status and output as a finished process would have them."""
     out, err = io.StringIO(), io.StringIO()
     with mock.patch.dict(os.environ, env_extra or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        for name in set(fd.LOCAL_ENV.values()) - set(env_extra or {}):
+        for name in set(LOCAL_ENV.values()) - set(env_extra or {}):
             os.environ.pop(name, None)
         status = fetch_main(list(args))
     return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
@@ -119,22 +114,22 @@ def leftovers(parent: Path) -> list[str]:
 def test_copy_local_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tiny_dir(tmp_path)
     out = tmp_path / "data" / "corpus"
-    assert fd.fetch(out, src) == 3
+    assert tatoeba.fetch(out, src) == 3
     for name in ("all.zh", "all.en", "ATTRIBUTION.tsv", "README.md"):
         assert (out / name).read_bytes() == (src / name).read_bytes()
     line = capsys.readouterr().out.strip()
     assert "\n" not in line
     assert "3 pairs" in line and str(src) in line and str(out) in line
-    assert fd.sha256(out / "all.zh") in line and fd.sha256(out / "all.en") in line
+    assert common.sha256(out / "all.zh") in line and common.sha256(out / "all.en") in line
     assert leftovers(out.parent) == []
 
 
 @pytest.mark.skipif(not (SHARED / "tatoeba-cmn-eng").is_dir(), reason=f"shared corpus copy {SHARED} is absent")
 def test_copy_shared_corpus(tmp_path: Path) -> None:
     out = tmp_path / "tatoeba-cmn-eng"
-    assert fd.fetch(out, SHARED / "tatoeba-cmn-eng") == 23993
-    assert fd.sha256(out / "all.zh") == "27858b681a2032e731140909814415a8a4c0d80fcd926ed5a35c7725d67296f6"
-    assert fd.sha256(out / "all.en") == "4e21d3834e616b0fac924d54abefb75763d6669453f534a541b56257a100b927"
+    assert tatoeba.fetch(out, SHARED / "tatoeba-cmn-eng") == 23993
+    assert common.sha256(out / "all.zh") == "27858b681a2032e731140909814415a8a4c0d80fcd926ed5a35c7725d67296f6"
+    assert common.sha256(out / "all.en") == "4e21d3834e616b0fac924d54abefb75763d6669453f534a541b56257a100b927"
     assert (out / "ATTRIBUTION.tsv").is_file()
 
 
@@ -150,7 +145,7 @@ def test_convert_tsv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     tsv = tmp_path / "cmn.txt"
     tsv.write_text(TSV, encoding="utf-8")
     out = tmp_path / "out"
-    assert fd.fetch(out, tsv) == 3
+    assert tatoeba.fetch(out, tsv) == 3
     check_converted(out)
     line = capsys.readouterr().out
     assert "1 empty-side pairs dropped" in line and "1 malformed lines (first at line 4)" in line
@@ -161,20 +156,20 @@ def test_convert_zip_and_directory_with_tsv(tmp_path: Path) -> None:
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("_about.txt", "about")
         z.writestr("cmn.txt", TSV)
-    assert fd.fetch(tmp_path / "from_zip", archive) == 3
+    assert tatoeba.fetch(tmp_path / "from_zip", archive) == 3
     check_converted(tmp_path / "from_zip")
 
     folder = tmp_path / "folder"
     folder.mkdir()
     (folder / "cmn.txt").write_text(TSV, encoding="utf-8")
-    assert fd.fetch(tmp_path / "from_folder", folder) == 3
+    assert tatoeba.fetch(tmp_path / "from_folder", folder) == 3
     check_converted(tmp_path / "from_folder")
 
 
 def test_env_var_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     src = tiny_dir(tmp_path)
     out = tmp_path / "out"
-    monkeypatch.setenv(fd.ENV_VAR, str(src))  # urlopen still raises: a download would fail the test
+    monkeypatch.setenv(common.ENV_VAR, str(src))  # urlopen still raises: a download would fail the test
     assert fetch_main(["--out", str(out)]) == 0
     assert (out / "all.zh").read_bytes() == (src / "all.zh").read_bytes()
     assert f"local directory {src}" in capsys.readouterr().out
@@ -185,8 +180,8 @@ def test_download_is_converted(tmp_path: Path, loopback: LoopbackFiles) -> None:
     with zipfile.ZipFile(buffer, "w") as z:
         z.writestr("cmn.txt", TSV)
     loopback.files["/anki/cmn-eng.zip"] = buffer.getvalue()
-    remote = fd.Remote(tmp_path / "downloads", f"{loopback.url}/anki", allow_unpinned=True, retry=FAST)
-    assert fd.fetch(tmp_path / "out", None, remote=remote) == 3
+    remote = common.Remote(tmp_path / "downloads", f"{loopback.url}/anki", allow_unpinned=True, retry=FAST)
+    assert tatoeba.fetch(tmp_path / "out", None, remote=remote) == 3
     check_converted(tmp_path / "out")
     assert loopback.requests == [("/anki/cmn-eng.zip", None)]
     assert (tmp_path / "downloads" / "cmn-eng.zip").read_bytes() == buffer.getvalue()  # kept for the next run
@@ -201,7 +196,7 @@ def test_download_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
     args = ["--out", str(tmp_path / "out"), "--downloads", str(tmp_path / "dl"), "--allow-unpinned", "--retries", "1"]
     assert fetch_main(args) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and fd.URL in err and "no route to host" in err and "--local" in err
+    assert err.count("\n") == 1 and tatoeba.URL in err and "no route to host" in err and "--local" in err
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
 
 
@@ -221,16 +216,16 @@ def test_unpinned_download_is_refused_before_any_request(
 def test_idempotent_and_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tiny_dir(tmp_path)
     out = tmp_path / "out"
-    assert fd.fetch(out, src) == 3
+    assert tatoeba.fetch(out, src) == 3
     (out / "marker").write_text("kept", encoding="utf-8")
     (src / "all.zh").write_text("一\n二\n", encoding="utf-8")
     (src / "all.en").write_text("one\ntwo\n", encoding="utf-8")
     (src / "ATTRIBUTION.tsv").unlink()
     capsys.readouterr()
-    assert fd.fetch(out, src) == 3  # complete already: untouched
+    assert tatoeba.fetch(out, src) == 3  # complete already: untouched
     assert (out / "marker").exists()
     assert "already complete" in capsys.readouterr().out
-    assert fd.fetch(out, src, force=True) == 2
+    assert tatoeba.fetch(out, src, force=True) == 2
     assert not (out / "marker").exists()
     assert (out / "all.en").read_text(encoding="utf-8") == "one\ntwo\n"
     assert leftovers(tmp_path) == []
@@ -241,7 +236,7 @@ def test_incomplete_output_is_replaced(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "all.zh").write_text("only one side\n", encoding="utf-8")
-    assert fd.fetch(out, src) == 3
+    assert tatoeba.fetch(out, src) == 3
     assert (out / "all.en").is_file()
 
 
@@ -261,7 +256,7 @@ def test_missing_local_path(tmp_path: Path, via: str) -> None:
     if via == "option":
         result = run_script("--local", str(missing), "--out", str(tmp_path / "out"))
     else:
-        result = run_script("--out", str(tmp_path / "out"), env_extra={fd.ENV_VAR: str(missing)})
+        result = run_script("--out", str(tmp_path / "out"), env_extra={common.ENV_VAR: str(missing)})
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert str(missing) in result.stderr and "does not exist" in result.stderr
@@ -273,217 +268,6 @@ def test_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert fetch_main(["--local", str(tsv), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not UTF-8" in err and str(tsv) in err
-
-
-# --- --lexicon cedict --------------------------------------------------------------------------
-
-# CC-CEDICT-format lines written for these tests (traditional simplified [pinyin] /sense/.../), one per rule.
-CEDICT = """# CC-CEDICT
-#! version=1
-北京 北京 [Bei3 jing1] /Beijing, capital of the People's Republic of China/
-咖啡 咖啡 [ka1 fei1] /coffee (loanword)/CL:杯[bei1]/
-杯 杯 [bei1] /cup/trophy cup/classifier for certain containers of liquids: glass, cup/
-個 个 [ge4] /CL:個|个[ge4]/individual/
-們 们 [men5] /plural marker for pronouns, and nouns referring to individuals/
-他 他 [ta1] /(literary) other/he; him (used for either sex)/
-喫 吃 [chi1] /variant of 吃[chi1]/
-李 李 [Li3] /surname Li/
-蘋 苹 [ping2] /see 蘋果|苹果[ping2 guo3]/
-打 打 [da3] /to beat sb/to strike sth/
-天氣 天气 [tian1 qi4] /weather/
-天氣 天气 [tian1 qi5] /the second entry of a headword/
-3C 3C [san1 C] /computers, communications, and consumer electronics/
-長篇 长篇 [chang2 pian1] /a very long definition that is not a short gloss at all/
-嗯 嗯 [ng4] /(interjection)/
-this line is not an entry
-"""
-
-
-def test_cedict_pairs_keep_the_first_usable_sense_and_count_the_rest():
-    pairs, counts = fd.cedict_pairs(CEDICT.splitlines())
-    assert pairs == [
-        ("北京", "Beijing"),  # a comma ends the gloss
-        ("咖啡", "coffee"),  # parenthetical and classifier note dropped
-        ("杯", "cup"),
-        ("个", "individual"),  # the classifier sense skipped, the next one used
-        ("们", "plural marker for pronouns"),
-        ("他", "other"),  # "(literary)" dropped; the first usable sense wins
-        ("打", "to beat somebody"),  # CEDICT's sb/sth spelled out
-        ("天气", "weather"),
-    ]
-    assert counts == {
-        "kept": 8,
-        "variant": 1,
-        "surname": 1,
-        "cross_reference": 1,
-        "duplicate_headword": 1,
-        "not_chinese": 1,
-        "too_long": 1,
-        "empty": 1,  # nothing left once the parenthetical goes
-        "malformed": 1,
-    }
-
-
-def test_sense_gloss_reasons():
-    assert fd.sense_gloss("CL:杯[bei1]") == (None, "classifier")
-    assert fd.sense_gloss("old variant of 喫[chi1]") == (None, "variant")
-    assert fd.sense_gloss("surname Wang") == (None, "surname")
-    assert fd.sense_gloss("see also 北京[Bei3 jing1]") == (None, "cross_reference")
-    assert fd.sense_gloss("abbr. for Beijing") == (None, "cross_reference")
-    assert fd.sense_gloss("(Tw) (slang)") == (None, "empty")
-    assert fd.sense_gloss("to drink (tea (or coffee))") == ("to drink", None)
-    assert fd.sense_gloss("one two three four five") == (None, "too_long")
-
-
-def test_fetch_lexicon_writes_aligned_pairs_and_attribution(tmp_path, capsys):
-    source = tmp_path / "cedict.txt.gz"
-    source.write_bytes(gzip.compress(CEDICT.encode()))
-    out = tmp_path / "cedict"
-    assert fetch_main(["--lexicon", "cedict", "--local", str(source), "--out", str(out)]) == 0
-    zh = (out / "all.zh").read_text(encoding="utf-8").splitlines()
-    en = (out / "all.en").read_text(encoding="utf-8").splitlines()
-    assert list(zip(zh, en, strict=True)) == fd.cedict_pairs(CEDICT.splitlines())[0]
-    readme = (out / "README.md").read_text(encoding="utf-8")
-    assert "CC BY-SA 4.0" in readme and "creativecommons.org/licenses/by-sa/4.0" in readme
-    summary = capsys.readouterr().out
-    assert "8 entries kept" in summary and "surname 1" in summary and "variant 1" in summary
-
-
-def test_fetch_lexicon_errors_are_one_line(tmp_path):
-    empty = tmp_path / "empty.txt"
-    empty.write_text("# only comments\n", encoding="utf-8")
-    result = run_script("--lexicon", "cedict", "--local", str(empty), "--out", str(tmp_path / "out"))
-    assert result.returncode == 2 and result.stderr.count("\n") == 1
-    assert "no usable CC-CEDICT entries" in result.stderr and not (tmp_path / "out").exists()
-
-
-# --- A loopback HTTP server with faults -------------------------------------------------------
-
-
-class LoopbackFiles:
-    """Byte strings served by path over HTTP on 127.0.0.1 from a thread, with the faults a test sets.
-
-    ``drop_after[path] = n``: the first request for ``path`` gets all headers (the full length) but only
-    ``n`` bytes, then the connection closes. ``ignore_range``: Range headers are answered with the whole
-    file (200). ``stall_after[path] = n``: a request sends ``n`` bytes, sets ``stalled`` and waits for
-    ``release``. ``requests`` records (path, Range header) of every request.
-    """
-
-    def __init__(self) -> None:
-        self.files: dict[str, bytes] = {}
-        self.requests: list[tuple[str, str | None]] = []
-        self.drop_after: dict[str, int] = {}
-        self.stall_after: dict[str, int] = {}
-        self.ignore_range = False
-        self.stalled, self.release = threading.Event(), threading.Event()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the http.server API)
-                outer._answer(self)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
-        path, requested = handler.path, handler.headers.get("Range")
-        first = all(seen != path for seen, _ in self.requests)
-        self.requests.append((path, requested))
-        body = self.files.get(path)
-        if body is None:
-            handler.send_error(404)
-            return
-        start = int(requested.removeprefix("bytes=").rstrip("-")) if requested and not self.ignore_range else 0
-        handler.send_response(206 if start else 200)
-        if start:
-            handler.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-        handler.send_header("Content-Length", str(len(body) - start))
-        handler.end_headers()
-        rest = body[start:]
-        if path in self.stall_after:
-            handler.wfile.write(rest[: self.stall_after[path]])
-            handler.wfile.flush()
-            self.stalled.set()
-            self.release.wait(timeout=60)
-            handler.close_connection = True
-        elif first and path in self.drop_after:
-            handler.wfile.write(rest[: self.drop_after[path]])
-            handler.wfile.flush()
-            handler.close_connection = True
-        else:
-            handler.wfile.write(rest)
-
-
-@pytest.fixture
-def loopback() -> Iterator[LoopbackFiles]:
-    server = LoopbackFiles()
-    server.thread.start()
-    yield server
-    server.release.set()
-    server.server.shutdown()
-    server.server.server_close()
-
-
-def test_download_resumes_after_a_dropped_connection(tmp_path: Path, loopback: LoopbackFiles) -> None:
-    payload = random.Random(1).randbytes(300_000)
-    loopback.files["/f.bin"] = payload
-    loopback.drop_after["/f.bin"] = 100_000
-    dest = tmp_path / "f.bin"
-    waits: list[float] = []
-    digest = safe_download.download(
-        f"{loopback.url}/f.bin",
-        dest,
-        sha256=hashlib.sha256(payload).hexdigest(),
-        retry=safe_download.Retry(attempts=3, backoff_s=0.25),
-        sleep=waits.append,
-        log=lambda message: None,
-    )
-    assert dest.read_bytes() == payload and digest == hashlib.sha256(payload).hexdigest()
-    assert loopback.requests == [("/f.bin", None), ("/f.bin", "bytes=100000-")]  # the rest, not the whole
-    assert waits == [0.25] and not safe_download.part_path(dest).exists()
-
-
-def test_download_starts_over_when_the_server_ignores_the_range(tmp_path: Path, loopback: LoopbackFiles) -> None:
-    payload = random.Random(2).randbytes(200_000)
-    loopback.files["/f.bin"] = payload
-    loopback.drop_after["/f.bin"] = 50_000
-    loopback.ignore_range = True
-    dest = tmp_path / "f.bin"
-    safe_download.download(
-        f"{loopback.url}/f.bin", dest, sha256=hashlib.sha256(payload).hexdigest(), retry=FAST, log=lambda m: None
-    )
-    assert dest.read_bytes() == payload  # the 200 reply rewrote the partial file instead of appending to it
-    assert [r for _, r in loopback.requests] == [None, "bytes=50000-"]
-
-
-def test_download_gives_up_after_its_attempts_and_keeps_the_part(tmp_path: Path, loopback: LoopbackFiles) -> None:
-    loopback.files["/f.bin"] = b"x" * 1000
-    loopback.stall_after["/f.bin"] = 10  # every request: 10 more bytes, then the connection ends short
-    loopback.release.set()
-    dest = tmp_path / "f.bin"
-    with pytest.raises(
-        safe_download.DownloadError, match=r"gave up after 2 attempts \(the last: connection closed after 20 of 1000"
-    ):
-        safe_download.download(
-            f"{loopback.url}/f.bin",
-            dest,
-            sha256=hashlib.sha256(b"x" * 1000).hexdigest(),
-            retry=safe_download.Retry(attempts=2, backoff_s=0.0),
-            log=lambda m: None,
-        )
-    assert not dest.exists() and safe_download.part_path(dest).stat().st_size == 20  # the second resumed the first
-    assert safe_download.Retry(backoff_s=1.0, max_backoff_s=5.0).wait_s(4) == 5.0  # doubling, capped
-
-
-def test_missing_file_is_not_retried(tmp_path: Path, loopback: LoopbackFiles) -> None:
-    with pytest.raises(safe_download.DownloadError, match="HTTP 404"):
-        safe_download.download(f"{loopback.url}/absent", tmp_path / "f", sha256=None, allow_unpinned=True, retry=FAST)
-    assert len(loopback.requests) == 1
 
 
 # --- Tatoeba's exports (--corpus tatoeba-full) ----------------------------------------------------
@@ -544,7 +328,7 @@ def write_exports(directory: Path, *, detailed: bool = True, compress: bool = Tr
 
 
 def corpus_lines(out: Path) -> tuple[list[str], list[str], list[str]]:
-    return tuple((out / name).read_text(encoding="utf-8").splitlines() for name in fd.ALIGNED)  # type: ignore[return-value]
+    return tuple((out / name).read_text(encoding="utf-8").splitlines() for name in common.ALIGNED)  # type: ignore[return-value]
 
 
 def test_tatoeba_full_from_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -559,7 +343,7 @@ def test_tatoeba_full_from_exports(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "2 links to a missing sentence" in summary and "not overlap-filtered" in summary
     readme = (out / "README.md").read_text(encoding="utf-8")
     assert "CC-BY 2.0 France" in readme and "NOT filtered" in readme
-    assert fd.verify_listed_digests(out) == 3  # the README lists the digest of every aligned file
+    assert common.verify_listed_digests(out) == 3  # the README lists the digest of every aligned file
     assert leftovers(tmp_path) == []
 
 
@@ -596,14 +380,16 @@ def test_tatoeba_full_copies_a_built_corpus_and_checks_its_digests(tmp_path: Pat
     assert fetch_main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(built)]) == 0
     copy = tmp_path / "copy"
     assert fetch_main(["--corpus", "tatoeba-full", "--local", str(built), "--out", str(copy)]) == 0
-    for name in (*fd.ALIGNED, "README.md"):
+    for name in (*common.ALIGNED, "README.md"):
         assert (copy / name).read_bytes() == (built / name).read_bytes()
     (built / "all.en").write_text("\n".join(EXPECTED_EN).replace("world", "word") + "\n", encoding="utf-8")
     result = run_script("--corpus", "tatoeba-full", "--local", str(built), "--out", str(tmp_path / "o"), "--force")
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     got = hashlib.sha256((built / "all.en").read_bytes()).hexdigest()
     assert (
-        str(built / "all.en") in result.stderr and got in result.stderr and fd.sha256(copy / "all.en") in result.stderr
+        str(built / "all.en") in result.stderr
+        and got in result.stderr
+        and common.sha256(copy / "all.en") in result.stderr
     )
 
 
@@ -620,7 +406,7 @@ def test_copy_of_the_shared_corpora(tmp_path: Path, corpus: str, pairs: int, zh_
     flag = "tatoeba-full" if corpus.startswith("tatoeba") else "hsk"
     out = tmp_path / corpus
     assert fetch_main(["--corpus", flag, "--local", str(SHARED / corpus), "--out", str(out)]) == 0
-    assert fd.complete_pairs(out) == pairs and fd.sha256(out / "all.zh") == zh_digest
+    assert common.complete_pairs(out) == pairs and common.sha256(out / "all.zh") == zh_digest
 
 
 def test_exclude_drops_pairs_sharing_a_side_after_normalization(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -644,7 +430,7 @@ def test_exclude_drops_pairs_sharing_a_side_after_normalization(tmp_path: Path, 
         == 0
     )
     assert corpus_lines(copy) == (EXPECTED_ZH[:2], EXPECTED_EN[:2], EXPECTED_CREDITS[:2])
-    assert fd.verify_listed_digests(copy) == 3  # the filtered copy's README lists its new digests last
+    assert common.verify_listed_digests(copy) == 3  # the filtered copy's README lists its new digests last
 
 
 # --- The HSK sentences (--corpus hsk) -----------------------------------------------------------
@@ -679,14 +465,14 @@ def test_hsk_from_the_package_checks_its_pinned_digest(
 ) -> None:
     out = tmp_path / "hsk"
     assert fetch_main(["--corpus", "hsk", "--out", str(out)]) == 0  # hsk-sentences-audio is a dev install (make test)
-    assert fd.complete_pairs(out) == 4354 and "1.0.0 package" in capsys.readouterr().out
+    assert common.complete_pairs(out) == 4354 and "1.0.0 package" in capsys.readouterr().out
     assert (out / "ATTRIBUTION.tsv").read_text(encoding="utf-8").startswith("CC BY-SA 4.0: hsk-sentences-audio 1.0.0 ")
 
-    monkeypatch.setattr(fd, "HSK_PINS", {"1.0.0": "0" * 64})
+    monkeypatch.setattr(hsk, "HSK_PINS", {"1.0.0": "0" * 64})
     assert fetch_main(["--corpus", "hsk", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "0" * 64 in err and fd.HSK_FILE.split("/")[-1] in err
-    monkeypatch.setattr(fd, "HSK_PINS", {"9.9.9": "0" * 64})
+    assert err.count("\n") == 1 and "0" * 64 in err and hsk.HSK_FILE.split("/")[-1] in err
+    monkeypatch.setattr(hsk, "HSK_PINS", {"9.9.9": "0" * 64})
     assert fetch_main(["--corpus", "hsk", "--out", str(tmp_path / "o")]) == 2
     assert "--allow-unpinned" in capsys.readouterr().err and not (tmp_path / "o").exists()
     assert fetch_main(["--corpus", "hsk", "--out", str(tmp_path / "o"), "--allow-unpinned"]) == 0
@@ -699,7 +485,7 @@ def serve_exports(loopback: LoopbackFiles, tmp_path: Path) -> dict[str, str]:
     """The fixture exports served at Tatoeba's paths under /exports; returns {path under the base: sha256}."""
     files = write_exports(tmp_path / "exports-src")
     served = {}
-    for name in fd.TATOEBA_FILES:
+    for name in tatoeba_full.FILES:
         data = files[Path(name).name]
         loopback.files[f"/exports/{name}"] = data
         served[name] = hashlib.sha256(data).hexdigest()
@@ -715,28 +501,28 @@ def full_args(tmp_path: Path, loopback: LoopbackFiles, *extra: str) -> list[str]
 
 def test_tatoeba_full_download_survives_a_dropped_connection(tmp_path: Path, loopback: LoopbackFiles) -> None:
     serve_exports(loopback, tmp_path)
-    english = f"/exports/{fd.TATOEBA_FILES[1]}"
+    english = f"/exports/{tatoeba_full.FILES[1]}"
     loopback.drop_after[english] = 40
     assert fetch_main([*full_args(tmp_path, loopback, "--allow-unpinned"), "--retries", "2"]) == 0
     assert corpus_lines(tmp_path / "full") == (EXPECTED_ZH, EXPECTED_EN, EXPECTED_CREDITS)
     assert [r for p, r in loopback.requests if p == english] == [None, "bytes=40-"]
-    assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == sorted(Path(n).name for n in fd.TATOEBA_FILES)
+    assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == sorted(Path(n).name for n in tatoeba_full.FILES)
 
 
 def test_a_wrong_file_is_a_one_line_digest_error_and_leaves_no_corpus(
     tmp_path: Path, loopback: LoopbackFiles, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     digests = serve_exports(loopback, tmp_path)
-    monkeypatch.setitem(fd.PINS, fd.TATOEBA_FILES[0], digests[fd.TATOEBA_FILES[0]])
-    monkeypatch.setitem(fd.PINS, fd.TATOEBA_FILES[1], digests[fd.TATOEBA_FILES[1]])
-    monkeypatch.setitem(fd.PINS, fd.TATOEBA_FILES[2], digests[fd.TATOEBA_FILES[2]])
-    english = f"/exports/{fd.TATOEBA_FILES[1]}"
+    monkeypatch.setitem(tatoeba_full.PINS, tatoeba_full.FILES[0], digests[tatoeba_full.FILES[0]])
+    monkeypatch.setitem(tatoeba_full.PINS, tatoeba_full.FILES[1], digests[tatoeba_full.FILES[1]])
+    monkeypatch.setitem(tatoeba_full.PINS, tatoeba_full.FILES[2], digests[tatoeba_full.FILES[2]])
+    english = f"/exports/{tatoeba_full.FILES[1]}"
     wrong = bz2.compress(b"10\teng\tSomething else.\n")
     loopback.files[english] = wrong
     assert fetch_main(full_args(tmp_path, loopback)) == 2  # all pinned: no --allow-unpinned needed
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{loopback.url}{english}" in err
-    assert hashlib.sha256(wrong).hexdigest() in err and digests[fd.TATOEBA_FILES[1]] in err
+    assert hashlib.sha256(wrong).hexdigest() in err and digests[tatoeba_full.FILES[1]] in err
     assert not (tmp_path / "full").exists() and leftovers(tmp_path) == []
     assert not list((tmp_path / "dl").glob("*.part"))  # the wrong bytes are not kept to be resumed
 
@@ -744,7 +530,7 @@ def test_a_wrong_file_is_a_one_line_digest_error_and_leaves_no_corpus(
 def test_an_interrupted_build_leaves_no_partial_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_exports(tmp_path / "exports")
     old = make_dir(tmp_path / "full", ["旧。"], ["Old."], ["old credit"])  # a complete earlier corpus
-    add = fd.PairWriter.add
+    add = common.PairWriter.add
     written: list[str] = []
 
     def interrupted(self: Any, zh: str, en: str, attribution: str) -> None:
@@ -753,7 +539,7 @@ def test_an_interrupted_build_leaves_no_partial_corpus(tmp_path: Path, monkeypat
         written.append(zh)
         add(self, zh, en, attribution)
 
-    monkeypatch.setattr(fd.PairWriter, "add", interrupted)
+    monkeypatch.setattr(common.PairWriter, "add", interrupted)
     with pytest.raises(KeyboardInterrupt):
         fetch_main(["--corpus", "tatoeba-full", "--local", str(tmp_path / "exports"), "--out", str(old), "--force"])
     assert corpus_lines(old) == (["旧。"], ["Old."], ["old credit"]) and leftovers(tmp_path) == []
@@ -762,10 +548,10 @@ def test_an_interrupted_build_leaves_no_partial_corpus(tmp_path: Path, monkeypat
 def test_a_killed_download_leaves_no_corpus_and_the_next_run_resumes(tmp_path: Path, loopback: LoopbackFiles) -> None:
     """A fetch killed (SIGKILL) mid-file leaves its .part only; rerun, it asks for the rest and builds the corpus."""
     serve_exports(loopback, tmp_path)
-    english = f"/exports/{fd.TATOEBA_FILES[1]}"
+    english = f"/exports/{tatoeba_full.FILES[1]}"
     half = len(loopback.files[english]) // 2
     loopback.stall_after[english] = half
-    env = {k: v for k, v in os.environ.items() if k not in fd.LOCAL_ENV.values()}
+    env = {k: v for k, v in os.environ.items() if k not in LOCAL_ENV.values()}
     process = subprocess.Popen(
         [sys.executable, "-m", "seq2seq", "fetch", *full_args(tmp_path, loopback, "--allow-unpinned")],
         env=env,
@@ -774,7 +560,7 @@ def test_a_killed_download_leaves_no_corpus_and_the_next_run_resumes(tmp_path: P
     )
     try:
         assert loopback.stalled.wait(timeout=60)
-        part = safe_download.part_path(tmp_path / "dl" / Path(fd.TATOEBA_FILES[1]).name)
+        part = download.part_path(tmp_path / "dl" / Path(tatoeba_full.FILES[1]).name)
         deadline = time.monotonic() + 30
         while not (part.is_file() and part.stat().st_size == half) and time.monotonic() < deadline:
             time.sleep(0.01)  # the fetch writes what it received unbuffered; wait until it is all on disk
@@ -783,12 +569,12 @@ def test_a_killed_download_leaves_no_corpus_and_the_next_run_resumes(tmp_path: P
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
     assert not (tmp_path / "full").exists()
-    assert not (tmp_path / "dl" / Path(fd.TATOEBA_FILES[1]).name).exists()
+    assert not (tmp_path / "dl" / Path(tatoeba_full.FILES[1]).name).exists()
     del loopback.stall_after[english]
     loopback.release.set()
     assert fetch_main(full_args(tmp_path, loopback, "--allow-unpinned")) == 0
     assert corpus_lines(tmp_path / "full") == (EXPECTED_ZH, EXPECTED_EN, EXPECTED_CREDITS)
-    assert loopback.requests[-2:] == [(english, f"bytes={half}-"), (f"/exports/{fd.TATOEBA_FILES[2]}", None)]
+    assert loopback.requests[-2:] == [(english, f"bytes={half}-"), (f"/exports/{tatoeba_full.FILES[2]}", None)]
 
 
 # --- The default recipe's corpora, mixed ------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""scripts/plot_curve.py: a PNG from metrics.jsonl, one-line errors for bad run directories."""
+"""scripts/tools/plot_curve.py: a PNG from metrics.jsonl, one-line errors for bad run directories."""
 
 import json
 import subprocess
@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _plot(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "scripts/plot_curve.py", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "scripts/tools/plot_curve.py", *args], cwd=REPO, capture_output=True, text=True, timeout=120
     )
 
 

@@ -1,15 +1,12 @@
-"""scripts/refresh_examples.py: marked example blocks rewritten from a model, --check, one-line errors."""
+"""scripts/docs/refresh_examples.py, run as a process: marked example blocks rewritten from a model, --check,
+one-line errors."""
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import CLI_ENV, REPO
-from refresh_examples import comparable, find_blocks, render
-
-from seq2seq.errors import UserError
 
 SENTENCE = "我们明天去公园散步。"
 DOC = f"""# A page
@@ -33,7 +30,7 @@ whatever was written here
 
 def _refresh(model: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "scripts/refresh_examples.py", "--model", str(model), *args],
+        [sys.executable, "scripts/docs/refresh_examples.py", "--model", str(model), *args],
         cwd=REPO,
         env=CLI_ENV,
         capture_output=True,
@@ -53,8 +50,8 @@ def test_check_reports_a_stale_block_and_the_refresh_rewrites_only_marked_blocks
     rewritten = _refresh(toy_run, str(page))
     assert rewritten.returncode == 0, rewritten.stderr
     text = page.read_text(encoding="utf-8")
-    (block,) = find_blocks(text.split("\n"), page)
-    translation = text.split("\n")[block.start + 2]
+    lines = text.split("\n")
+    translation = lines[lines.index(f'$ seq2seq translate "{SENTENCE}"') + 1]
     assert translation and not translation.startswith("$ ")  # the toy model's translation, in its place
     assert "$ printf 'two\\nlines\\n' | wc -l\n2\n```" in text  # the commands of a block run in bash
     assert "whatever was written here" in text and "an old translation" not in text
@@ -81,23 +78,19 @@ def test_a_failing_command_is_an_error_naming_the_block(toy_run, tmp_path):
         ("<!-- example -->\n```console\nonly output\n```\n", ":2: the example has no '$ ' command line"),
     ],
 )
-def test_malformed_blocks_are_refused(text, problem):
-    with pytest.raises(UserError, match=re.escape(problem)):
-        find_blocks(text.split("\n"), Path("page.md"))
+def test_malformed_blocks_are_refused(toy_run, tmp_path, text, problem):
+    page = tmp_path / "page.md"
+    page.write_text(text, encoding="utf-8")
+    done = _refresh(toy_run, "--check", str(page))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert f"{page}{problem}" in done.stderr
 
 
-def test_continuation_lines_stay_with_their_command_and_timings_are_not_compared():
-    lines = [
-        "```console",
-        "$ seq2seq evaluate \\",
-        "  --bleu",
-        "BLEU = 1.00",
-        "1 sentences in 0.5s (2.0 sentences/s)",
-        "```",
-    ]
-    (block,) = find_blocks(["<!-- example -->", *lines], Path("page.md"))
-    assert block.commands == ["seq2seq evaluate \\\n  --bleu"]
-    new = render(block, ["BLEU = 1.00\n1 sentences in 0.7s (1.4 sentences/s)"])
-    assert new[:3] == lines[:3] and new != lines
-    assert comparable(new) == comparable(lines)
-    assert comparable(["BLEU = 1.00"]) != comparable(["BLEU = 1.01"])
+def test_continuation_lines_stay_with_their_command_and_timings_are_not_compared(toy_run, tmp_path):
+    command = "$ printf 'BLEU = 1.00\\n1 sentences in 0.7s (1.4 sentences/s)\\n' \\\n  | cat"
+    page = tmp_path / "page.md"
+    for shown, current in (("BLEU = 1.00", True), ("BLEU = 1.01", False)):
+        block = f"{command}\n{shown}\n1 sentences in 0.5s (2.0 sentences/s)"
+        page.write_text(f"<!-- example -->\n```console\n{block}\n```\n", encoding="utf-8")
+        done = _refresh(toy_run, "--check", str(page))
+        assert done.returncode == (0 if current else 1), done.stdout + done.stderr

@@ -1,5 +1,6 @@
 """``seq2seq serve`` under load and faults, as a real process on loopback with the toy run, using the
-clients of scripts/soak_serve.py (its longer run, outside CI, gives the figures in docs/reliability.md).
+clients of tests/faulty_clients.py (scripts/soak/soak_serve.py runs them for minutes, outside CI, for the
+figures in docs/reliability.md).
 
 An overload burst (several times the queue) mixed with malformed and oversized bodies, slow clients
 trickling their bodies (one past its deadline), and clients that leave mid-body or right after
@@ -15,9 +16,8 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from benchlib import rss_mib
-from conftest import serve_process
-from soak_serve import (
+from conftest import rss_mib, serve_process
+from faulty_clients import (
     OVERSIZED,
     SENTENCES,
     Outcome,

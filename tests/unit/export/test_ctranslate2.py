@@ -62,7 +62,7 @@ def test_float32_beam4_matches_our_best_hypothesis(toy_run, exported):
     the test runs there (at α = 1 the two rank some sentences' hypotheses differently);
     (2) float rounding: different matmul kernels could reorder two candidates whose scores
     tie to within rounding, after which the beams would follow different paths. On the toy
-    model no sentence meets such a tie (docs/benchmarks.md has the figures), so a single
+    model no sentence meets such a tie (docs/design.md#ctranslate2-length-penalty), so a single
     difference fails the test; a model that does meet one would need a looser check.
     CTranslate2 also stops a sentence early once its best beam has ended when α = 0, which
     changes nothing: at α = 0 no longer hypothesis can outscore it.
