@@ -80,6 +80,11 @@ def build_tiny_model(seed: int = 0, src_vocab: int = VOCAB, tgt_vocab: int = VOC
     return Transformer(ModelConfig(**settings), src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad_id=PAD).eval()
 
 
+def unhooked(model: nn.Module) -> bool:
+    """Whether no module of ``model`` holds a forward hook (a recording left none behind)."""
+    return all(not m._forward_hooks for m in model.modules())
+
+
 def random_batch(
     seed: int = 0, src_lengths=(5, 3, 7), tgt_lengths=(4, 6, 2), vocab: int = VOCAB
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,11 +7,11 @@ for a finished translation), so they are the ones the decoder used to predict ``
 """
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from seq2seq.errors import UserError
 from seq2seq.model.layers import MultiHeadAttention, explicit_attention
@@ -33,28 +33,31 @@ class AttentionWeights:
     cross: Tensor  # (L_dec, H, T, S) decoder queries over the encoder output
 
 
+Hook = Callable[[nn.Module, tuple, Tensor], None]
+
+
 @contextlib.contextmanager
-def _recording(modules: list[MultiHeadAttention], into: list[Tensor]) -> Iterator[None]:
-    """While active, each ``attend`` call of ``modules`` appends its weights (B, H, T, S) to ``into``.
-
-    ``attend`` is the one method every kind of attention goes through (self-attention calls it
-    directly, so forward hooks would miss it); an instance attribute shadows it for the duration.
-    """
-
-    def recorder(module: MultiHeadAttention):
-        def attend(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-            into.append(explicit_attention(q, keys, values, mask)[1].float())
-            return MultiHeadAttention.attend(module, q, keys, values, mask)
-
-        return attend
-
-    for module in modules:
-        module.attend = recorder(module)
+def forward_hooks(hooks: Iterable[tuple[nn.Module, Hook]]) -> Iterator[None]:
+    """While active, each ``(module, hook)`` pair's hook is a forward hook of its module; leaving the
+    block (also by an error) removes them, so the model keeps no trace of the recording."""
+    handles = []
     try:
+        for module, hook in hooks:
+            handles.append(module.register_forward_hook(hook))
         yield
     finally:
-        for module in modules:
-            del module.attend
+        for handle in handles:
+            handle.remove()
+
+
+def _recording(modules: list[MultiHeadAttention], into: list[Tensor]) -> contextlib.AbstractContextManager[None]:
+    """While active, each attention of ``modules`` appends its weights (B, H, T, S) to ``into``, recomputed
+    from the queries, keys, values and mask its attention core was called with."""
+
+    def record(module: nn.Module, args: tuple[Tensor, Tensor, Tensor, Tensor | None], output: Tensor) -> None:
+        into.append(explicit_attention(*args)[1].float())
+
+    return forward_hooks((module.attend, record) for module in modules)
 
 
 @torch.no_grad()

@@ -79,7 +79,7 @@ def nan_experiment(model: Transformer, src: Tensor) -> list[dict]:
     """Query-row vs key masking of a padded batch src (B, S), per dtype and fill, on the first encoder layer."""
     layer = model.encoder_layers[0]
     with torch.no_grad():
-        inputs = layer.attn_res.inner(model.src_embed(src))  # (B, S, D): what the first self-attention reads
+        inputs = layer.attn_res.read(model.src_embed(src))  # (B, S, D): what the first self-attention reads
     cases = []
     for dtype_name, dtype in DTYPES.items():
         attention = copy.deepcopy(layer.self_attn).to(dtype).eval().requires_grad_(True)

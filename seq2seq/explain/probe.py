@@ -1,12 +1,11 @@
 """What the model computes inside one pass, recorded while it runs, without changing the model's code.
 
-Every attention goes through ``MultiHeadAttention.attend`` and every Add & Norm through
-``_Residual.inner`` and ``_Residual.add``; the layers call these methods directly, not through
-``forward``, so forward hooks would miss them. ``recording(model)`` shadows them, for the duration
-of a ``with`` block, with instance attributes that keep their inputs and outputs and then call the
-class's own method, so the numbers are the model's own. Leaving the block deletes the attributes.
+Every attention is a call of a ``MultiHeadAttention``'s core (``attend``), every Add & Norm a call of
+a ``Residual``; ``recording(model)`` puts forward hooks on them for the duration of a ``with`` block,
+which keep their inputs and outputs, so the numbers are the model's own. Leaving the block removes
+the hooks.
 
-The model is changed while the block runs: a model that another thread runs at the same time
+The hooks see every pass while the block runs: a model that another thread runs at the same time
 (``seq2seq serve``'s batcher) must be copied first (``seq2seq.explain.routes`` does).
 """
 
@@ -14,15 +13,16 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from torch import Tensor
+from torch import Tensor, nn
 
-from seq2seq.model.layers import MultiHeadAttention, _Residual, explicit_attention
+from seq2seq.decode.attention import Hook, forward_hooks
+from seq2seq.model.layers import Residual, explicit_attention
 from seq2seq.model.transformer import Transformer
 
 
 @dataclass
 class AttentionCall:
-    """One call of ``attend``: the projected queries, keys and values and the mask it was given."""
+    """One call of an attention core (``attend``): the projected queries, keys and values and the mask it was given."""
 
     q: Tensor  # (B, H, T, K)
     keys: Tensor  # (B, H, S, K)
@@ -55,30 +55,22 @@ class Recording:
     residual: list[ResidualCall] = field(default_factory=list)
 
 
-def _tap_attention(module: MultiHeadAttention, into: list[AttentionCall]) -> None:
-    def attend(q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-        into.append(AttentionCall(q, keys, values, mask))
-        return MultiHeadAttention.attend(module, q, keys, values, mask)
+def _attention_hook(into: list[AttentionCall]) -> Hook:
+    def record(module: nn.Module, args: tuple[Tensor, Tensor, Tensor, Tensor | None], output: Tensor) -> None:
+        into.append(AttentionCall(*args))
 
-    module.attend = attend
-
-
-def _tap_residual(module: _Residual, name: str, into: list[ResidualCall]) -> None:
-    read: list[Tensor] = []  # inner's result, waiting for the add that follows it
-
-    def inner(x: Tensor) -> Tensor:
-        read.append(_Residual.inner(module, x))
-        return read[-1]
-
-    def add(x: Tensor, sublayer_out: Tensor) -> Tensor:
-        out = _Residual.add(module, x, sublayer_out)
-        into.append(ResidualCall(name, x, read.pop(), sublayer_out, out))
-        return out
-
-    module.inner, module.add = inner, add
+    return record
 
 
-def _residual_modules(model: Transformer) -> Iterator[tuple[_Residual, str]]:
+def _residual_hook(name: str, into: list[ResidualCall]) -> Hook:
+    def record(module: nn.Module, args: tuple[Tensor, Tensor], output: Tensor) -> None:
+        x, sublayer_out = args
+        into.append(ResidualCall(name, x, module.read(x), sublayer_out, output))  # read: LayerNorm recomputed
+
+    return record
+
+
+def _residual_modules(model: Transformer) -> Iterator[tuple[Residual, str]]:
     for index, layer in enumerate(model.encoder_layers, 1):
         yield layer.attn_res, f"encoder {index} · self-attention"
         yield layer.ffn_res, f"encoder {index} · feed-forward"
@@ -96,20 +88,11 @@ def recording(model: Transformer) -> Iterator[Recording]:
         decoder=[[] for _ in model.decoder_layers],
         cross=[[] for _ in model.decoder_layers],
     )
-    tapped: list[tuple[object, tuple[str, ...]]] = []
-    try:
-        for layer, calls in zip(model.encoder_layers, found.encoder, strict=True):
-            _tap_attention(layer.self_attn, calls)
-            tapped.append((layer.self_attn, ("attend",)))
-        for layer, own, cross in zip(model.decoder_layers, found.decoder, found.cross, strict=True):
-            _tap_attention(layer.self_attn, own)
-            _tap_attention(layer.cross_attn, cross)
-            tapped += [(layer.self_attn, ("attend",)), (layer.cross_attn, ("attend",))]
-        for module, name in _residual_modules(model):
-            _tap_residual(module, name, found.residual)
-            tapped.append((module, ("inner", "add")))
+    hooks: list[tuple[nn.Module, Hook]] = []
+    for layer, calls in zip(model.encoder_layers, found.encoder, strict=True):
+        hooks.append((layer.self_attn.attend, _attention_hook(calls)))
+    for layer, own, cross in zip(model.decoder_layers, found.decoder, found.cross, strict=True):
+        hooks += [(layer.self_attn.attend, _attention_hook(own)), (layer.cross_attn.attend, _attention_hook(cross))]
+    hooks += [(module, _residual_hook(name, found.residual)) for module, name in _residual_modules(model)]
+    with forward_hooks(hooks):
         yield found
-    finally:
-        for module, names in tapped:
-            for name in names:
-                delattr(module, name)

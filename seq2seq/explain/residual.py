@@ -1,5 +1,5 @@
 """Section 5 of the report: Add & Norm, per sub-layer of both stacks, from the residual stream the
-model really carried (``seq2seq.explain.probe`` records every ``_Residual``).
+model really carried (``seq2seq.explain.probe`` records every ``Residual``).
 
 For each sub-layer: the norms of its input x (the stream entering), of its output F(x), of
 x + F(x), and of the LayerNorm output — LN(x + F(x)) after the sum in post-norm, LN(x) before the

@@ -1,8 +1,9 @@
 """Building blocks of the Transformer, in the order the paper introduces them.
 
-dropout -> attention -> multi-head attention -> feed-forward -> positional
-encoding -> embeddings -> encoder layer -> decoder layer. Masks follow ``seq2seq.model.masks``
-(boolean, True = may attend).
+scaled dot-product attention -> multi-head attention -> feed-forward -> positional encoding ->
+embeddings -> Add & Norm -> encoder layer -> decoder layer. Masks come from ``seq2seq.model.masks``
+(boolean, True = may attend). Where a faster kernel computes the same thing (dropout masks on a CPU,
+the attention kernel, beams sharing their source), the layers call it from ``seq2seq.model.kernels``.
 """
 
 import math
@@ -14,50 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seq2seq.config import ModelConfig
-from seq2seq.device import cpu_has_amx
-
-
-def keep_scale(shape: torch.Size, p: float, dtype: torch.dtype) -> Tensor:
-    """Inverted-dropout multiplier on the CPU: 0 with probability p, else 1 / (1 - p).
-
-    Each element is decided by 16 random bits, four elements per 64-bit draw, because random
-    bits, not arithmetic, are what a CPU dropout mask costs: one draw serves four elements where
-    ``torch.rand`` and ``F.dropout``'s Bernoulli sampler spend a float per element
-    (docs/design.md#dropout-masks). p is rounded to a multiple of 2⁻¹⁶ (0.3 → 0.300003) and
-    the scale uses the rounded value, so the expectation stays exact.
-    """
-    n = math.prod(shape)
-    dropped = round(p * 65536)  # of the 65,536 values a lane can take
-    draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # 64 uniform bits each
-    lanes = draws.view(torch.int16)[:n].view(shape)  # uniform on [-32768, 32767]
-    keep = (lanes >= dropped - 32768).view(
-        torch.uint8
-    )  # as 0/1 bytes: torch converts uint8 to bf16 far faster than bool
-    return keep.to(dtype).mul_(65536 / (65536 - dropped))
-
-
-class Dropout(nn.Module):
-    """Inverted dropout: in training, zero each element with probability p and scale the rest by 1/(1-p).
-
-    Same distribution as ``nn.Dropout`` (up to p rounded to 2⁻¹⁶ on a CPU). On a CPU the mask
-    comes from ``keep_scale``, because ``F.dropout``'s Bernoulli masks cost a CPU training step more
-    (docs/design.md#dropout-masks). Elsewhere ``F.dropout`` runs its fused kernel.
-    """
-
-    def __init__(self, p: float) -> None:
-        super().__init__()
-        self.p = p
-
-    def forward(self, x: Tensor) -> Tensor:
-        """(...) -> (...)."""
-        if not self.training or self.p == 0.0:
-            return x
-        if x.device.type != "cpu":
-            return F.dropout(x, self.p)
-        return x * keep_scale(x.shape, self.p, x.dtype)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
+from seq2seq.model.kernels import Dropout, grouped_attention, stacked_projections, uses_explicit_attention
 
 
 def explicit_attention(
@@ -81,6 +39,28 @@ def explicit_attention(
     return weights @ v, weights  # (B, H, T, K), (B, H, T, S)
 
 
+class Attention(nn.Module):
+    """Scaled dot-product attention of every head: ``explicit_attention`` or SDPA, the same numbers.
+
+    Every attention of the model is a call of this module, so a forward hook on it sees the
+    queries, keys, values and mask of each one (``seq2seq.decode.attention`` records the weights
+    so). ``kernel`` (``model.attention``: ``sdpa``, ``explicit`` or ``auto``) picks the form by
+    ``seq2seq.model.kernels.uses_explicit_attention``.
+    """
+
+    def __init__(self, dropout: float, kernel: str = "sdpa") -> None:
+        super().__init__()
+        self.kernel = kernel
+        self.dropout = Dropout(dropout)
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """q (B, H, T, K), k and v (B, H, S, K), mask broadcastable to (B, H, T, S) -> (B, H, T, K)."""
+        if uses_explicit_attention(self.kernel, q, mask, self.training):
+            return explicit_attention(q, k, v, mask, self.dropout)[0]
+        p = self.dropout.p if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+
+
 class MultiHeadAttention(nn.Module):
     """Project to H heads of width K, attend in each, concatenate, project back.
 
@@ -88,93 +68,44 @@ class MultiHeadAttention(nn.Module):
     choice: same cost as one full-width head); ``head_dim = d_model`` gives every
     head the full width (H times the cost, more capacity per head).
 
-    ``kernel`` picks how the attention itself is computed: ``sdpa`` is
-    ``F.scaled_dot_product_attention`` (fused kernels on CUDA), ``explicit`` is
-    ``explicit_attention``, ``auto`` is ``sdpa`` on CUDA and ``explicit`` on a CPU, where
-    the written-out form is faster for this project's small shapes, in training and in
-    the teacher-forced dev pass (docs/design.md#cpu-attention); in training it also takes its dropout
-    mask from ``Dropout`` rather than SDPA's Bernoulli sampler. One exception on a CPU: a
-    decoding step's self-attention in bf16 (one query, no mask) on a CPU with AMX takes
-    ``sdpa``, whose fused kernel is faster there and slower without AMX (docs/design.md#amx-attention).
+    W^Q, W^K, W^V and W^O are ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj``; the projections
+    of one input run as one matmul (``seq2seq.model.kernels.stacked_projections``).
     """
 
     def __init__(self, d_model: int, heads: int, head_dim: int, dropout: float, kernel: str = "sdpa") -> None:
         super().__init__()
-        self.heads, self.head_dim, self.kernel = heads, head_dim, kernel
+        self.heads, self.head_dim = heads, head_dim
         self.q_proj = nn.Linear(d_model, heads * head_dim)
         self.k_proj = nn.Linear(d_model, heads * head_dim)
         self.v_proj = nn.Linear(d_model, heads * head_dim)
         self.out_proj = nn.Linear(heads * head_dim, d_model)
-        self.dropout = Dropout(dropout)
+        self.attend = Attention(dropout, kernel)
 
-    def _split(self, x: Tensor) -> Tensor:
-        b, length, _ = x.shape
-        return x.view(b, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, L, K)
-
-    def _project(self, x: Tensor, projections: tuple[nn.Linear, ...]) -> Tensor:
-        """P projections of one input (B, L, D) as one matmul (weights stacked) -> (P, B, H, L, K).
-
-        The result unpacks into the P projections (``q, k, v = ...``); kept stacked, keys and values
-        are one tensor, so a decoder cache grows and reorders them in one operation, not two.
-        """
-        weight = torch.cat([p.weight for p in projections])
-        bias = torch.cat([p.bias for p in projections])
-        b, length, _ = x.shape
-        stacked = F.linear(x, weight, bias).view(b, length, len(projections), self.heads, self.head_dim)
-        return stacked.permute(2, 0, 3, 1, 4)
+    def queries(self, x: Tensor) -> Tensor:
+        """Queries (B, H, T, K) of x (B, T, D)."""
+        b, t, _ = x.shape
+        return self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, K)
 
     def keys_values(self, source: Tensor) -> Tensor:
-        """Keys and values (2, B, H, S, K) of a source (B, S, D); cacheable."""
-        return self._project(source, (self.k_proj, self.v_proj))
+        """Keys and values (2, B, H, S, K) of a source (B, S, D), which a decoder caches."""
+        return stacked_projections(source, (self.k_proj, self.v_proj), self.heads)
 
     def queries_keys_values(self, x: Tensor) -> Tensor:
-        """Self-attention's queries, keys and values (3, B, H, L, K) of x (B, L, D), in one matmul."""
-        return self._project(x, (self.q_proj, self.k_proj, self.v_proj))
+        """Self-attention's queries, keys and values (3, B, H, L, K) of x (B, L, D)."""
+        return stacked_projections(x, (self.q_proj, self.k_proj, self.v_proj), self.heads)
 
-    def weights(self, query: Tensor, keys: Tensor, mask: Tensor | None) -> Tensor:
-        """Attention weights (B, H, T, S), for inspection (e.g. heat maps)."""
-        q = self._split(self.q_proj(query))
-        return explicit_attention(q, keys, keys, mask)[1]
+    def forward(self, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
+        """Queries (B·G, H, T, K), keys/values (B, H, S, K), mask broadcastable to (B, H, G·T, S) -> (B·G, T, D).
 
-    def uses_explicit_attention(self, q: Tensor, mask: Tensor | None) -> bool:
-        """Whether attention of queries ``q`` (B, H, T, K) under ``mask`` is computed by ``explicit_attention``."""
-        if self.kernel != "auto":
-            return self.kernel == "explicit"
-        if q.device.type != "cpu":
-            return False
-        cached_bf16_step = q.dtype == torch.bfloat16 and q.size(2) == 1 and mask is None and not self.training
-        return not (cached_bf16_step and cpu_has_amx())
-
-    def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-        """query (B·G, T, D), keys/values (B, H, S, K), mask broadcastable to (B, H, G·T, S) -> (B·G, T, D).
-
-        G > 1: each row of keys/values serves G consecutive query rows (a sentence's beams share
-        its source), attended as that row's G·T queries, so the keys/values are neither projected
-        nor stored nor read G times, and each matmul multiplies G·T query rows instead of T.
+        G = 1 but in beam search, where each row of keys/values serves a sentence's G beams
+        (``seq2seq.model.kernels.grouped_attention``).
         """
-        q = self._split(self.q_proj(query))  # (B·G, H, T, K)
-        b, groups = keys.size(0), query.size(0) // keys.size(0)
-        if groups == 1:
-            return self.attend(q, keys, values, mask)
-        _, h, t, k = q.shape
-        q = q.view(b, groups, h, t, k).transpose(1, 2).reshape(b, h, groups * t, k)  # (B, H, G·T, K)
-        out = self._heads(q, keys, values, mask)  # (B, H, G·T, K)
-        out = out.view(b, h, groups, t, k).permute(0, 2, 3, 1, 4).reshape(b * groups, t, h * k)  # (B·G, T, H*K)
+        if q.size(0) == keys.size(0):
+            b, _, t, _ = q.shape
+            out = self.attend(q, keys, values, mask).transpose(1, 2).reshape(b, t, -1)  # (B, T, H·K)
+        else:
+            out = grouped_attention(self.attend, q, keys, values, mask)  # (B·G, T, H·K)
         return self.out_proj(out)
-
-    def attend(self, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-        """Projected queries (B, H, T, K), keys/values (B, H, S, K), mask -> (B, T, D)."""
-        out = self._heads(q, keys, values, mask)
-        b, _, t, _ = out.shape
-        out = out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)  # (B, T, H*K)
-        return self.out_proj(out)
-
-    def _heads(self, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
-        """Every head's attention output (B, H, T, K), by the kernel ``kernel`` picks."""
-        if self.uses_explicit_attention(q, mask):
-            return explicit_attention(q, keys, values, mask, self.dropout)[0]
-        p = self.dropout.p if self.training else 0.0
-        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
 
 
 # ReLU overwrites the up-projection's output, which nothing else reads (its gradient needs only
@@ -238,14 +169,18 @@ class Embedding(nn.Module):
         x = self.tokens(ids) * self.scale + self.positions[offset:end].to(self.tokens.weight.dtype)
         if torch.is_autocast_enabled(x.device.type):
             # Start the residual stream in autocast's dtype: the matmuls then need no cast of their
-            # input, and sums, dropout and (on a CPU) LayerNorm work on half the bytes
-            # (docs/design.md#bf16-residual-stream).
+            # input, and sums, dropout and (on a CPU) LayerNorm work on half the bytes.
             x = x.to(torch.get_autocast_dtype(x.device.type))
         return self.dropout(x)
 
 
-class _Residual(nn.Module):
-    """Add & Norm around one sub-layer: post-norm LN(x + f(x)) or pre-norm x + f(LN(x))."""
+class Residual(nn.Module):
+    """Add & Norm around one sub-layer F: post-norm LN(x + F(x)), pre-norm x + F(LN(x)).
+
+    ``read(x)`` is what F reads; calling the module with x and F's output adds them (F's output
+    after dropout) and, in post-norm, normalises the sum. A forward hook sees x, F's output and the
+    result (``seq2seq.explain.probe`` records them so).
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -253,12 +188,12 @@ class _Residual(nn.Module):
         self.dropout = Dropout(cfg.dropout)
         self.pre_norm = cfg.norm == "pre"
 
-    def inner(self, x: Tensor) -> Tensor:
-        """What the sub-layer reads: LN(x) in pre-norm, x itself in post-norm."""
+    def read(self, x: Tensor) -> Tensor:
+        """What the sub-layer reads (B, L, D): LN(x) in pre-norm, x itself in post-norm."""
         return self.norm(x) if self.pre_norm else x
 
-    def add(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
-        """Residual sum, normalised afterwards in post-norm."""
+    def forward(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        """The stream x (B, L, D) plus the sub-layer's output (B, L, D), normalised after in post-norm."""
         x = x + self.dropout(sublayer_out)
         return x if self.pre_norm else self.norm(x)
 
@@ -274,14 +209,14 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attn = _attention(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.attn_res, self.ffn_res = _Residual(cfg), _Residual(cfg)
+        self.attn_res, self.ffn_res = Residual(cfg), Residual(cfg)
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D)."""
-        x = self.attn_res.add(
-            x, self.self_attn.attend(*self.self_attn.queries_keys_values(self.attn_res.inner(x)), src_mask)
-        )
-        return self.ffn_res.add(x, self.ffn(self.ffn_res.inner(x)))
+        h = self.attn_res.read(x)  # (B, S, D)
+        x = self.attn_res(x, self.self_attn(*self.self_attn.queries_keys_values(h), src_mask))
+        h = self.ffn_res.read(x)
+        return self.ffn_res(x, self.ffn(h))
 
 
 @dataclass
@@ -301,6 +236,16 @@ class DecoderCache:
     def length(self) -> int:
         """Target positions already decoded."""
         return self.self_kv[0].size(3) if self.self_kv else 0
+
+    def extend(self, index: int, kv: Tensor) -> Tensor:
+        """Layer ``index``'s self-attention keys/values with the new positions' kv (2, B·G, H, T, K) appended
+        -> (2, B·G, H, length + T, K)."""
+        if index < len(self.self_kv):
+            kv = torch.cat([self.self_kv[index], kv], dim=3)
+            self.self_kv[index] = kv
+        else:
+            self.self_kv.append(kv)
+        return kv
 
     def reorder(self, index: Tensor) -> None:
         """Reorder the self-attention cache rows (beam search keeps beams (index)).
@@ -324,7 +269,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn, self.cross_attn = _attention(cfg), _attention(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.self_res, self.cross_res, self.ffn_res = _Residual(cfg), _Residual(cfg), _Residual(cfg)
+        self.self_res, self.cross_res, self.ffn_res = Residual(cfg), Residual(cfg), Residual(cfg)
 
     def forward(
         self,
@@ -341,25 +286,23 @@ class DecoderLayer(nn.Module):
         memory (``MultiHeadAttention.forward``). With ``cache``, x holds only the new positions;
         this layer's entry ``index`` of the cache is extended (self) or created once (cross).
         """
-        qkv = self.self_attn.queries_keys_values(self.self_res.inner(x))  # (3, B·G, H, T, K)
-        kv = qkv[1:]
+        h = self.self_res.read(x)  # (B·G, T, D)
+        qkv = self.self_attn.queries_keys_values(h)  # (3, B·G, H, T, K)
+        q, kv = qkv[0], qkv[1:]
         if cache is not None:
-            if index < len(cache.self_kv):
-                kv = torch.cat([cache.self_kv[index], kv], dim=3)
-                cache.self_kv[index] = kv
-            else:
-                cache.self_kv.append(kv)
-        x = self.self_res.add(x, self.self_attn.attend(qkv[0], kv[0], kv[1], self_mask))
+            kv = cache.extend(index, kv)  # (2, B·G, H, cached + T, K)
+        x = self.self_res(x, self.self_attn(q, kv[0], kv[1], self_mask))
 
-        if cache is not None and index < len(cache.cross_kv):
-            cross_kv = cache.cross_kv[index]
+        if cache is None:
+            keys, values = self.cross_attn.keys_values(memory)  # (B, H, S, K) each
         else:
-            cross_kv = self.cross_attn.keys_values(memory)  # (2, B, H, S, K)
-            if cache is not None:
-                # Stored contiguous: as views into the fused K/V projection, every later step's
-                # attention matmuls would first copy them into a layout they can batch over.
-                cross_kv = cross_kv.contiguous()
-                cache.cross_kv.append(cross_kv)
-        h = self.cross_res.inner(x)
-        x = self.cross_res.add(x, self.cross_attn(h, cross_kv[0], cross_kv[1], src_mask))
-        return self.ffn_res.add(x, self.ffn(self.ffn_res.inner(x)))
+            if index == len(cache.cross_kv):  # the first step: once per sentence
+                # Stored contiguous: as views into the stacked projection, every later step's attention
+                # matmuls would first copy them into a layout they can batch over.
+                cache.cross_kv.append(self.cross_attn.keys_values(memory).contiguous())  # (2, B, H, S, K)
+            keys, values = cache.cross_kv[index]
+        h = self.cross_res.read(x)
+        x = self.cross_res(x, self.cross_attn(self.cross_attn.queries(h), keys, values, src_mask))
+
+        h = self.ffn_res.read(x)
+        return self.ffn_res(x, self.ffn(h))

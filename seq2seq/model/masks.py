@@ -8,7 +8,9 @@ masks are combined with ``&`` only.
   masked as a whole, so every row keeps at least one real key (the source always
   ends with ``<end>``) and softmax never sees a row of -inf, i.e. no NaN.
 * decoder self-attention mask, (B, 1, T, T): causal (position t sees 0..t) and
-  target key padding. Position 0 is the start token and always a real key, even where that
+  target key padding. Decoding with a cache, T new positions after ``offset`` cached ones see
+  the cache and the causal part of their own block, (1, 1, T, offset + T); one new position
+  sees every key and needs no mask. Position 0 is the start token and always a real key, even where that
   token is ``<pad>`` (MarianMT's decoder starts from it), so again no row is empty.
 * cross-attention mask, (B, 1, 1, S): the encoder padding mask reused, so decoder
   queries never look at padded encoder positions.
@@ -23,9 +25,10 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return (tokens != pad_id)[:, None, None, :]
 
 
-def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
-    """Lower-triangular (1, 1, T, T) mask: query t may attend to keys 0..t."""
-    return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
+def causal_mask(length: int, device: torch.device | None = None, offset: int = 0) -> Tensor:
+    """Causal (1, 1, T, offset + T) mask of T queries at positions offset..offset+T-1: query t may attend
+    to keys 0..offset+t (offset 0: lower-triangular (1, 1, T, T))."""
+    return torch.ones(length, offset + length, dtype=torch.bool, device=device).tril(diagonal=offset)[None, None]
 
 
 def decoder_self_mask(tgt: Tensor, pad_id: int) -> Tensor:

@@ -9,12 +9,11 @@ build the decoder input with it.
 The model does no I/O: tensors in, tensors out.
 """
 
-import torch
 from torch import Tensor, nn
 
 from seq2seq.config import ModelConfig
 from seq2seq.model.layers import DecoderCache, DecoderLayer, Embedding, EncoderLayer
-from seq2seq.model.masks import decoder_self_mask, padding_mask
+from seq2seq.model.masks import causal_mask, decoder_self_mask, padding_mask
 
 
 class Transformer(nn.Module):
@@ -76,9 +75,7 @@ class Transformer(nn.Module):
         elif tgt.size(1) == 1:
             self_mask = None  # one new position may see every earlier one
         else:  # several new positions: causal, shifted by the cached prefix
-            self_mask = torch.ones(tgt.size(1), offset + tgt.size(1), dtype=torch.bool, device=tgt.device).tril(
-                diagonal=offset
-            )[None, None]
+            self_mask = causal_mask(tgt.size(1), tgt.device, offset)
         x = self.tgt_embed(tgt, offset)
         for index, layer in enumerate(self.decoder_layers):
             x = layer(x, memory, self_mask, src_mask, cache, index)

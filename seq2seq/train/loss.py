@@ -1,4 +1,9 @@
-"""The training loss: output projection and label-smoothed cross-entropy in one pass.
+"""The loss: label-smoothed cross-entropy of the next token under teacher forcing.
+
+``label_smoothed_cross_entropy`` is the loss as the library writes it, on the model's logits; the dev
+loss uses it (unsmoothed). Training uses ``projected_cross_entropy``: the output projection and the
+same loss in one pass, with the same value and gradients (tests/unit/train/test_loss.py) in less
+memory and time.
 
 Written out, the loss of one target position with decoder state h, logits z = W h over V
 classes, target t and smoothing ε is
@@ -22,10 +27,19 @@ and gradients as ``F.cross_entropy(..., ignore_index=PAD, label_smoothing=ε, re
 """
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 from seq2seq.special import PAD
+
+
+def label_smoothed_cross_entropy(logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
+    """Summed cross-entropy of logits (..., V) against target ids (...), over the positions whose target is
+    not ``PAD``, with a share ε = ``smoothing`` of the target's probability spread over the vocabulary; in float32."""
+    logits = logits.flatten(0, -2).float()  # (N, V)
+    return F.cross_entropy(logits, targets.flatten(), ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+
 
 CHUNK_ROWS = 256  # rows per float32 softmax chunk: small enough to stay in cache, large enough to amortise the loop
 

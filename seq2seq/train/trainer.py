@@ -35,7 +35,7 @@ from seq2seq.evaluate.metrics import bleu_metric, configured_tokenizer, corpus_s
 from seq2seq.model.transformer import Transformer
 from seq2seq.special import BOS, PAD
 from seq2seq.train.distributed import SINGLE, World
-from seq2seq.train.loss import projected_cross_entropy
+from seq2seq.train.loss import label_smoothed_cross_entropy, projected_cross_entropy
 from seq2seq.train.precision import DESCRIPTIONS, EVAL_AUTOCAST, TRAIN_AUTOCAST, MasterWeights, loss_scaler
 from seq2seq.train.runlog import RunLog, describe
 from seq2seq.train.signals import StopRequest, sigterm_interrupts, stop_deferred, stop_requests
@@ -111,7 +111,8 @@ def dev_loss(
     batches = BucketSampler(dev.src_lengths, dev.tgt_lengths, batch_tokens, seed=0, shuffle=False).epoch_batches(0)
     for idx in world.mine(batches):
         batch = dev.batch(idx, start).to(device)
-        total += float(batch_loss(model, batch, 0.0, autocast_dtype))
+        with autocast(batch.src.device, autocast_dtype):
+            total += float(label_smoothed_cross_entropy(model(batch.src, batch.tgt_in), batch.tgt_out))
         tokens += batch.tokens
     model.train()
     total, tokens = world.sum([total, tokens])

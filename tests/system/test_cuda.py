@@ -20,7 +20,7 @@ from seq2seq.data.batching import Batch
 from seq2seq.decode.batched import search_ids
 from seq2seq.decode.loader import load_model
 from seq2seq.device import cuda_has_native_bf16
-from seq2seq.model.layers import Dropout
+from seq2seq.model.kernels import Dropout
 from seq2seq.train.loss import projected_cross_entropy
 from seq2seq.train.precision import TRAIN_AUTOCAST, MasterWeights
 from seq2seq.train.trainer import Trainer, adamw, batch_loss, dev_loss, optimizer_update

@@ -23,7 +23,7 @@ def test_costs_are_the_blocks_real_parameters_and_multiply_adds(head_dim):
     assert costs["params"] == sum(p.numel() for p in attention.parameters())
     x = torch.randn(1, length, 32)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        attention.attend(*attention.queries_keys_values(x), None)
+        attention(*attention.queries_keys_values(x), None)
     assert costs["macs"] == counter.get_total_flops() // 2  # one multiply-add = two FLOPs
 
 

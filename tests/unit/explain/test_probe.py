@@ -4,7 +4,7 @@ Add & Norm in the order the model ran them."""
 
 import pytest
 import torch
-from conftest import START, build_tiny_model, random_batch
+from conftest import START, build_tiny_model, random_batch, unhooked
 
 from seq2seq.decode.attention import attention_weights
 from seq2seq.explain.probe import recording
@@ -20,7 +20,7 @@ def test_recording_leaves_the_outputs_and_the_model_unchanged(norm):
     with recording(model) as found:
         got = model(src, tgt)
     assert torch.equal(got, expected)
-    assert all("attend" not in vars(m) and "add" not in vars(m) and "inner" not in vars(m) for m in model.modules())
+    assert unhooked(model)
     assert len(found.residual) == 2 * 2 + 3 * 2  # two per encoder layer, three per decoder layer
     assert [call.name for call in found.residual[:3]] == [
         "encoder 1 · self-attention",
@@ -34,7 +34,7 @@ def test_recording_is_undone_when_the_pass_fails():
     model = build_tiny_model()
     with pytest.raises(ValueError, match="max_positions"), recording(model):
         model.encode(torch.ones(1, 600, dtype=torch.long), None)  # longer than the position table
-    assert all("attend" not in vars(m) for m in model.modules())
+    assert unhooked(model)
 
 
 def test_recorded_weights_are_the_ones_the_model_used():

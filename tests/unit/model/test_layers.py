@@ -7,18 +7,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import seq2seq.model.layers
 from seq2seq.config import ModelConfig
 from seq2seq.model.layers import (
     DecoderCache,
     DecoderLayer,
-    Dropout,
     Embedding,
     EncoderLayer,
     FeedForward,
     MultiHeadAttention,
     explicit_attention,
-    keep_scale,
     sinusoids,
 )
 from seq2seq.model.masks import causal_mask
@@ -43,8 +40,10 @@ def test_multi_head_attention_shapes(head_dim):
     query, source = torch.randn(B, T, D), torch.randn(B, S, D)
     keys, values = mha.keys_values(source)
     assert keys.shape == values.shape == (B, H, S, head_dim)
-    assert mha(query, keys, values, _key_mask()).shape == (B, T, D)
-    weights = mha.weights(query, keys, _key_mask())
+    q = mha.queries(query)
+    assert q.shape == (B, H, T, head_dim)
+    assert mha(q, keys, values, _key_mask()).shape == (B, T, D)
+    weights = explicit_attention(q, keys, values, _key_mask())[1]
     assert weights.shape == (B, H, T, S)
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T))
     assert (weights[0, ..., 3:] == 0).all()
@@ -71,104 +70,38 @@ def test_multi_head_attention_sdpa_equals_explicit(head_dim):
     written.load_state_dict(fused.state_dict())
     query, source = torch.randn(B, T, D), torch.randn(B, S, D)
     mask = _key_mask()
-    out_fused = fused(query, *fused.keys_values(source), mask)
-    out_written = written(query, *written.keys_values(source), mask)
+    q = fused.queries(query)
+    out_fused = fused(q, *fused.keys_values(source), mask)
+    out_written = written(q, *written.keys_values(source), mask)
     torch.testing.assert_close(out_fused, out_written, atol=1e-5, rtol=1e-5)
     # The mask matters: without it row 0 would read the padded keys and differ.
-    unmasked = written(query, *written.keys_values(source), None)
+    unmasked = written(q, *written.keys_values(source), None)
     assert not torch.allclose(unmasked[0], out_written[0], atol=1e-4)
     torch.testing.assert_close(unmasked[1], out_written[1], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("kernel", ["sdpa", "explicit"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_grouped_queries_read_their_source_row_as_if_it_were_repeated(kernel, dtype):
-    # A sentence's G beams against one row of keys/values equal each beam against its own copy.
-    torch.manual_seed(0)
-    groups = 3
-    mha = MultiHeadAttention(D, H, D // H, dropout=0.0, kernel=kernel).to(dtype)
-    query, source = torch.randn(B * groups, T, D, dtype=dtype), torch.randn(B, S, D, dtype=dtype)
-    keys, values = mha.keys_values(source)
-    shared = mha(query, keys, values, _key_mask())
-    repeated = mha(
-        query,
-        keys.repeat_interleave(groups, 0),
-        values.repeat_interleave(groups, 0),
-        _key_mask().repeat_interleave(groups, 0),
-    )
-    assert shared.shape == (B * groups, T, D)
-    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(shared, repeated, atol=tolerance, rtol=tolerance)
-    # Row 0's beams read a padded source: its last keys must stay masked for all of them.
-    unmasked = mha(query, keys, values, None)
-    assert not torch.allclose(unmasked[:groups].float(), shared[:groups].float(), atol=1e-3)
-
-
-@pytest.mark.parametrize(("kernel", "explicit_on_cpu"), [("sdpa", False), ("explicit", True), ("auto", True)])
-def test_kernel_selects_the_attention_path(monkeypatch, kernel, explicit_on_cpu):
-    calls = []
-    original = seq2seq.model.layers.explicit_attention
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(seq2seq.model.layers, "explicit_attention", counting)
-    mha = MultiHeadAttention(D, H, D // H, dropout=0.0, kernel=kernel)
-    x = torch.randn(B, T, D)
-    mha(x, *mha.keys_values(x), None)
-    assert len(calls) == (1 if explicit_on_cpu else 0)
-    assert mha.uses_explicit_attention(_CudaQuery(), None) == (kernel == "explicit")  # auto = SDPA on CUDA
-
-
-class _CudaQuery:
-    """What ``uses_explicit_attention`` reads of a query on a CUDA GPU, where this machine may have none."""
-
-    device, dtype = torch.device("cuda"), torch.float32
-
-    def size(self, dim: int) -> int:
-        return 1
-
-
-def test_auto_takes_sdpa_for_a_bf16_decoding_step_only_on_a_cpu_with_amx(monkeypatch):
-    mha = MultiHeadAttention(D, H, D // H, dropout=0.0, kernel="auto").to(torch.bfloat16).eval()
-    step = torch.randn(B, H, 1, D // H, dtype=torch.bfloat16)  # one new position's queries
-    keys, values = torch.randn(2, B, H, T, D // H, dtype=torch.bfloat16)  # the cached prefix
-    outputs = {}
-    for amx in (True, False):
-        monkeypatch.setattr(seq2seq.model.layers, "cpu_has_amx", lambda amx=amx: amx)
-        assert mha.uses_explicit_attention(step, None) is not amx
-        # Everything else keeps the written-out form: a mask, several queries, float32, training.
-        assert mha.uses_explicit_attention(step, torch.ones(B, 1, 1, T, dtype=torch.bool))
-        assert mha.uses_explicit_attention(torch.cat([step, step], dim=2), None)
-        assert mha.uses_explicit_attention(step.float(), None)
-        assert mha.train().uses_explicit_attention(step, None)
-        outputs[amx] = mha.eval().attend(step, keys, values, None)
-    torch.testing.assert_close(outputs[True], outputs[False], atol=2e-2, rtol=2e-2)
-
-
-def test_stacked_projections_equal_the_separate_ones():
+def test_heads_are_the_named_projections_split():
     torch.manual_seed(0)
     mha = MultiHeadAttention(D, H, D // H, dropout=0.0)
     x = torch.randn(B, T, D)
     q, k, v = mha.queries_keys_values(x)
     for got, proj in ((q, mha.q_proj), (k, mha.k_proj), (v, mha.v_proj)):
-        torch.testing.assert_close(got, mha._split(proj(x)))
-    for got, want in zip(mha.keys_values(x), (k, v), strict=True):
-        torch.testing.assert_close(got, want)
-    torch.testing.assert_close(mha.attend(q, k, v, None), mha(x, k, v, None))
+        torch.testing.assert_close(got, proj(x).view(B, T, H, D // H).transpose(1, 2))  # (B, H, T, K)
+    torch.testing.assert_close(mha.queries(x), q)
+    merged = mha.attend(q, k, v, None).transpose(1, 2).reshape(B, T, D)  # (B, T, H·K)
+    torch.testing.assert_close(mha(q, k, v, None), mha.out_proj(merged))
 
 
 def test_attention_dropout_is_applied_in_the_explicit_path():
     torch.manual_seed(0)
     mha = MultiHeadAttention(D, H, D // H, dropout=0.5, kernel="explicit")
     x = torch.randn(B, T, D)
-    kv = mha.keys_values(x)
+    qkv = mha.queries_keys_values(x)
     mha.eval()
-    clean = mha(x, *kv, None)
-    torch.testing.assert_close(mha(x, *kv, None), clean)
+    clean = mha(*qkv, None)
+    torch.testing.assert_close(mha(*qkv, None), clean)
     mha.train()
-    assert not torch.allclose(mha(x, *kv, None), clean)
+    assert not torch.allclose(mha(*qkv, None), clean)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -191,7 +124,7 @@ def test_self_attention_causal_mask_sdpa_equals_explicit():
     x = torch.randn(B, T, D)
     mask = causal_mask(T)
     torch.testing.assert_close(
-        fused(x, *fused.keys_values(x), mask), written(x, *written.keys_values(x), mask), atol=1e-5, rtol=1e-5
+        fused(*fused.queries_keys_values(x), mask), written(*written.queries_keys_values(x), mask), atol=1e-5, rtol=1e-5
     )
 
 
@@ -206,44 +139,6 @@ def test_feed_forward_shape(activation, function):
     x = torch.randn(B, T, D)
     assert ffn(x).shape == (B, T, D)
     torch.testing.assert_close(ffn(x), ffn.down(function(ffn.up(x))))
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_dropout_zeroes_a_share_p_and_keeps_the_expectation(dtype):
-    torch.manual_seed(0)
-    x = torch.full((400, 500), 2.0, dtype=dtype, requires_grad=True)
-    y = Dropout(0.3).train()(x)
-    kept = y != 0
-    assert y.dtype == dtype
-    assert abs(kept.float().mean().item() - 0.7) < 0.005  # 200k draws: sd 0.001
-    torch.testing.assert_close(y[kept].float(), torch.full_like(y[kept].float(), 2.0 / 0.7), rtol=1e-2, atol=0)
-    assert abs(y.float().mean().item() - 2.0) < 0.02  # inverted dropout: the mean is unchanged
-    y.sum().backward()
-    torch.testing.assert_close(x.grad, y.detach() / 2.0)  # gradient: the same mask and scale
-
-
-@pytest.mark.parametrize("shape", [(7,), (3, 5), (400, 501)])  # element counts not divisible by 4
-def test_keep_scale_draws_16_bits_per_element(shape):
-    torch.manual_seed(0)
-    p, dropped = 0.3, round(0.3 * 65536)
-    scale = keep_scale(torch.Size(shape), p, torch.float32)
-    assert scale.shape == shape
-    kept = torch.tensor(65536 / (65536 - dropped), dtype=torch.float32).item()
-    assert set(scale.unique().tolist()) <= {0.0, kept}
-    if scale.numel() > 1000:  # 200k draws: the share kept and the mean (exactly 1 in expectation)
-        assert abs((scale != 0).float().mean().item() - 0.7) < 0.005
-        assert abs(scale.mean().item() - 1.0) < 0.01
-        lanes = (scale.flatten()[: 4 * (scale.numel() // 4)] != 0).view(-1, 4).float().mean(0)
-        assert (lanes - 0.7).abs().max() < 0.01  # each 16-bit lane of a 64-bit draw is uniform
-
-
-def test_dropout_is_identity_in_eval_mode_and_at_zero_and_follows_the_seed():
-    x = torch.randn(50, 60)
-    assert Dropout(0.3).eval()(x) is x and Dropout(0.0).train()(x) is x
-    torch.manual_seed(3)
-    first = Dropout(0.5).train()(x)
-    torch.manual_seed(3)
-    assert torch.equal(first, Dropout(0.5).train()(x))
 
 
 def test_sinusoids_formula():

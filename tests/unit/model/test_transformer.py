@@ -173,7 +173,7 @@ def test_norm_variants_run(tiny_model, norm):
 @pytest.mark.parametrize("attention", ["auto", "sdpa", "explicit"])
 def test_attention_config_reaches_every_layer(tiny_model, attention):
     model = tiny_model(attention=attention)
-    kernels = [m.kernel for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    kernels = [m.attend.kernel for m in model.modules() if isinstance(m, MultiHeadAttention)]
     assert kernels == [attention] * (2 + 2 * 2)  # encoder self; decoder self and cross
 
 

@@ -1,19 +1,18 @@
-"""The fused projection + label-smoothed cross-entropy equals the plain two-step loss."""
+"""The fused projection + label-smoothed cross-entropy equals the reference loss on the logits
+(``label_smoothed_cross_entropy``), which is the library's ``F.cross_entropy``."""
 
 import pytest
 import torch
-import torch.nn.functional as F
 from conftest import PAD, START, VOCAB
 
 from seq2seq.data.batching import Batch
 from seq2seq.train import loss as loss_module
-from seq2seq.train.loss import projected_cross_entropy
+from seq2seq.train.loss import label_smoothed_cross_entropy, projected_cross_entropy
 from seq2seq.train.trainer import batch_loss
 
 
 def plain_loss(states: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
-    logits = (states @ weight.t()).flatten(0, 1).float()
-    return F.cross_entropy(logits, targets.flatten(), ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+    return label_smoothed_cross_entropy(states @ weight.t(), targets, smoothing)
 
 
 def inputs(dtype: torch.dtype = torch.float32, vocab: int = 50) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -135,9 +134,7 @@ def test_the_trainers_batch_loss_is_the_plain_loss_of_the_models_logits(tiny_mod
     tgt_out[2, 3:] = PAD
     tgt_in = torch.cat([torch.full((3, 1), START), tgt_out[:, :-1]], dim=1).masked_fill(tgt_out == PAD, PAD)
     batch = Batch(src, tgt_in, tgt_out)
-    expected = F.cross_entropy(
-        model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=PAD, label_smoothing=0.1, reduction="sum"
-    )
+    expected = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1)
     torch.testing.assert_close(batch_loss(model, batch, 0.1, autocast_dtype=None), expected)
 
 
@@ -147,8 +144,7 @@ def test_an_output_bias_adds_to_the_logits_and_gets_its_gradient(monkeypatch, sm
     monkeypatch.setattr(loss_module, "CHUNK_ROWS", 4)
     states, weight, targets = inputs()
     bias = torch.randn(weight.size(0), requires_grad=True)
-    logits = (states @ weight.t() + bias).flatten(0, 1)
-    expected = F.cross_entropy(logits, targets.flatten(), ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+    expected = label_smoothed_cross_entropy(states @ weight.t() + bias, targets, smoothing)
     expected_grads = torch.autograd.grad(expected, (states, weight, bias))
     got = projected_cross_entropy(states, weight, targets, smoothing, bias)
     got_grads = torch.autograd.grad(got, (states, weight, bias))
@@ -156,3 +152,14 @@ def test_an_output_bias_adds_to_the_logits_and_gets_its_gradient(monkeypatch, sm
     for g, e in zip(got_grads, expected_grads, strict=True):
         torch.testing.assert_close(g, e)
     assert not torch.allclose(got, projected_cross_entropy(states, weight, targets, smoothing))  # the bias counts
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_the_reference_is_the_smoothed_negative_log_likelihood_written_out(smoothing):
+    """(1 − ε)·(−log p_t) + ε·mean_v(−log p_v), summed over the non-pad positions."""
+    states, weight, targets = inputs()
+    log_probs = (states @ weight.t()).log_softmax(-1)  # (3, 7, V)
+    real = targets != PAD
+    nll = -log_probs.gather(-1, targets[..., None]).squeeze(-1)  # (3, 7)
+    expected = ((1 - smoothing) * nll - smoothing * log_probs.mean(-1))[real].sum()
+    torch.testing.assert_close(label_smoothed_cross_entropy(states @ weight.t(), targets, smoothing), expected)
