@@ -13,7 +13,15 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.config import DecodeConfig
-from seq2seq.decode.search import Hypothesis, LogitsProcessor, TokenSampler, beam_search, force_prefixes, greedy_search
+from seq2seq.decode.search import (
+    Hypothesis,
+    LogitsProcessor,
+    TokenSampler,
+    beam_search,
+    block_repeats,
+    force_prefixes,
+    greedy_search,
+)
 from seq2seq.special import PAD
 
 
@@ -98,13 +106,15 @@ def search_ids(
         src = pad_batch([sources[i] for i in chunk], device)
         copies = nbest if sampler is not None else 1  # sampling decodes each sentence nbest times
         processors = [force_prefixes([prefixes[i] for i in chunk for _ in range(copies)])] if prefixes else []
+        # Beam search adds the n-gram block itself (beam_options); greedy search and sampling take it here.
+        one_row = [*processors, block_repeats(decode.no_repeat_ngram)] if decode.no_repeat_ngram > 0 else processors
         if sampler is not None:
             drawn = greedy_search(
                 model,
                 src.repeat_interleave(nbest, dim=0),  # (B*nbest, S): nbest rows per sentence
                 decode.max_len_a,
                 decode.max_len_b,
-                processors=processors,
+                processors=one_row,
                 sampler=sampler,
             )
             found = [sorted(drawn[j : j + nbest], key=lambda h: -h.score) for j in range(0, len(drawn), nbest)]
@@ -115,7 +125,7 @@ def search_ids(
                 model, src, [constraints[i] for i in chunk], **beam_options(decode, beam, nbest, processors)
             )
         elif beam == 1:
-            found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b, processors=processors)]
+            found = [[h] for h in greedy_search(model, src, decode.max_len_a, decode.max_len_b, processors=one_row)]
         else:
             found = beam_search(model, src, **beam_options(decode, beam, nbest, processors))
         return found
