@@ -36,7 +36,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from benchlib import add_common_options, machine_info, set_threads, stats, sync, write_report
 from torch import Tensor, nn
 
@@ -48,6 +47,7 @@ from seq2seq.device import autocast, resolve_device, resolve_precision
 from seq2seq.model.layers import sinusoids
 from seq2seq.model.transformer import Transformer
 from seq2seq.special import PAD
+from seq2seq.train.loss import label_smoothed_cross_entropy
 from seq2seq.train.precision import EVAL_AUTOCAST, TRAIN_AUTOCAST, MasterWeights
 from seq2seq.train.trainer import adamw, batch_loss, dev_loss, lr_factor, optimizer_update
 
@@ -72,6 +72,10 @@ class TorchTransformer(nn.Module):
     def _embed(self, ids: Tensor) -> Tensor:
         return self.dropout(self.embed(ids) * self.scale + self.positions[: ids.size(1)])
 
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """src (B, S), tgt_in (B, T) -> logits (B, T, V), as our Transformer's forward."""
+        return self.out_proj(self.states(src, tgt_in))
+
     def states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """src (B, S), tgt_in (B, T) -> decoder states (B, T, D)."""
         causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=src.device)
@@ -86,16 +90,10 @@ class TorchTransformer(nn.Module):
 
 
 def plain_loss(model: nn.Module, batch: Batch, label_smoothing: float, autocast_dtype: torch.dtype | None) -> Tensor:
-    """The textbook loss: full (N, V) logits, then ``F.cross_entropy`` in float32."""
+    """The textbook loss: full (N, V) logits, then ``F.cross_entropy`` in float32 (the reference loss)."""
     with autocast(batch.src.device, autocast_dtype):
-        logits = model.out_proj(model.states(batch.src, batch.tgt_in))  # (B, T, V)
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(),
-        batch.tgt_out.flatten(),
-        ignore_index=PAD,
-        label_smoothing=label_smoothing,
-        reduction="sum",
-    )
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+    return label_smoothed_cross_entropy(logits, batch.tgt_out, label_smoothing)
 
 
 def random_batches(train: EncodedSplit, batch_tokens: int, seed: int) -> EpochBatches:

@@ -603,7 +603,8 @@ def test_one_epoch_of_the_recipe_holds_every_tatoeba_pair_and_a_tenth_as_many_hs
     overrides = [
         f"data.corpora[{i}].{side}={out[c.name] / name}" for i, c in enumerate(recipe) for side, name in files.items()
     ]
-    overrides += ["data.vocab_size=1200", "data.dev_size=100", "data.test_size=100", f"data.cache_dir={tmp_path / 'c'}"]
+    overrides += ["data.vocab_size=1200", "data.byte_fallback=false"]  # the toy corpus's characters fill 1,200 pieces
+    overrides += ["data.dev_size=100", "data.test_size=100", f"data.cache_dir={tmp_path / 'c'}"]
     cfg = load_config(RECIPE, overrides)
     data = prepare_data(cfg.data)
     mix = CorpusMix.from_config(cfg.data, data.corpus_sizes, cfg.train.seed)
