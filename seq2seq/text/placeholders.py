@@ -24,7 +24,7 @@ _PLACEHOLDER = re.compile(r"⦅(\d+)⦆")
 
 # Alternatives in priority order: URL, e-mail, a number with thousands separators, then a token of Latin
 # letters and digits that may hold the punctuation of versions, paths, identifiers and decimals inside it.
-_URL = r"(?:https?://|www\.)[^\s<>\"'，。！？；：、（）【】《》「」]+"
+_URL = r"(?:https?://|www\.)[^\s<>\"'\u3000-\u303f\u3400-\u9fff\uff00-\uffef]+"  # up to a space or CJK text
 _EMAIL = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
 _GROUPED = r"[$€£¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?%?"
 _TOKEN = r"[$€£¥]?[A-Za-z0-9](?:[A-Za-z0-9_+#%]|[-.'/:@](?=[A-Za-z0-9]))*[+#%]*"

@@ -15,6 +15,7 @@ from seq2seq.text.placeholders import PLACEHOLDERS, mask, mask_training_pair, re
         ("我的电话号码是138-0013-8000。", ["138-0013-8000"]),
         ("访问 https://github.com/pytorch/pytorch 查看源代码。", ["https://github.com/pytorch/pytorch"]),
         ("请发邮件到 li.wei@example.com。", ["li.wei@example.com"]),
+        ("你可以访问www.example.org了解更多。", ["www.example.org"]),  # a URL ends where Chinese text begins
         ("iPhone 15 很贵。", ["iPhone 15"]),
         ("版本 v2.1.3 修复了 read_file() 的问题。", ["v2.1.3", "read_file"]),
         ("价格是$3.50,折扣10%,共有1,234,567人。", ["$3.50", "10%", "1,234,567"]),
