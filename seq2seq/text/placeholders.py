@@ -16,6 +16,7 @@ placeholder is reported too: nothing the source held is lost in silence.
 import hashlib
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 MAX_PLACEHOLDERS = 12  # distinct spans masked per sentence; any further ones reach the model as text
@@ -76,23 +77,26 @@ def mask(text: str, latin_words: bool) -> Masked:
     return Masked("".join(pieces) + text[last:], spans)
 
 
-def restore(output: str, spans: list[str]) -> tuple[str, list[str]]:
-    """Put each span back at its placeholder in ``output``; returns the text and warnings. A placeholder
-    the model did not write gets its span appended (before final punctuation); one it invented is removed."""
-    warnings, seen = [], []
+def restore(output: str, masked: Masked) -> tuple[str, list[str]]:
+    """Put each span of ``masked`` back at its placeholder in ``output``; returns the text and warnings. A
+    span the model wrote fewer times than the source holds it is appended (before final punctuation) as
+    often as it is missing; a placeholder the model invented is removed."""
+    spans, warnings = masked.spans, []
+    wanted = Counter(int(number) for number in _PLACEHOLDER.findall(masked.text))
+    written: Counter[int] = Counter()
 
     def put_back(match: re.Match) -> str:
         number = int(match.group(1))
         if not 1 <= number <= len(spans):
             warnings.append(f"the model wrote a placeholder {match.group()} the source does not have: removed")
             return ""
-        if number in seen:
-            warnings.append(f"{spans[number - 1]!r} appears more than once in the translation")
-        seen.append(number)
+        written[number] += 1
+        if written[number] == wanted[number] + 1:
+            warnings.append(f"{spans[number - 1]!r} appears more often in the translation than in the source")
         return spans[number - 1]
 
     text = _PLACEHOLDER.sub(put_back, output)
-    missing = [span for number, span in enumerate(spans, start=1) if number not in seen]
+    missing = [spans[n - 1] for n in sorted(wanted) for _ in range(wanted[n] - written[n])]
     if missing:
         body = text.rstrip(".!?。！？ ")
         text = " ".join([body, *missing]).strip() + text[len(body) :].strip()

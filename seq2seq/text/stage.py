@@ -147,7 +147,7 @@ class TextStage:
             return SentenceResult(plan.source, plan.source, False, None, plan.warnings, plan.language)
         warnings, texts = list(plan.warnings), []
         for unit, output in zip(plan.units, outputs, strict=True):
-            text, lost = restore(output.text, unit.masked.spans)
+            text, lost = restore(output.text, unit.masked)
             warnings += lost
             texts.append(text)
         tokens = sum(o.tokens for o in outputs)
