@@ -21,8 +21,10 @@ import torch
 from hypothesis import settings
 from torch import Tensor, nn
 
+import seq2seq.model.layers
 from seq2seq.config import ModelConfig
 from seq2seq.data.corpus import normalize, read_pair_files
+from seq2seq.decode.forced import ForcedScore
 from seq2seq.decode.translator import PLAIN, Hypothesis, SearchOptions, Translator
 from seq2seq.model.layers import DecoderCache
 from seq2seq.model.transformer import Transformer
@@ -214,6 +216,28 @@ class ScriptedModel(nn.Module):
             for token, p in probs.items():
                 out[i, token] = math.log(p)
         return out
+
+
+@contextlib.contextmanager
+def recorded_logits(model: Transformer) -> Iterator[list[Tensor]]:
+    """The logits ``model.out_proj`` gives while the block runs, in call order and its dtype (a forward hook)."""
+    seen: list[Tensor] = []
+    handle = model.out_proj.register_forward_hook(lambda module, args, out: seen.append(out.detach()))
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+def greedy_score(forced: ForcedScore, tokens: int, limit: int) -> float:
+    """The score greedy search gives its output of ``tokens`` ids, from that output's forced score: with <end>'s
+    log-probability when greedy chose <end> (fewer ids than the length ``limit``), without when the limit stopped it."""
+    return forced.log_prob if tokens < limit else sum(forced.token_log_probs[:-1])
+
+
+def attention_as_without_amx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attention picks its kernels as on a CPU without AMX: bf16 decoding steps take the explicit path too."""
+    monkeypatch.setattr(seq2seq.model.layers, "cpu_has_amx", lambda: False)
 
 
 def gnmt(length: int, alpha: float) -> float:
