@@ -24,7 +24,6 @@ from torch import Tensor, nn
 import seq2seq.model.layers
 from seq2seq.config import ModelConfig
 from seq2seq.data.corpus import normalize, read_pair_files
-from seq2seq.decode.forced import ForcedScore
 from seq2seq.decode.translator import PLAIN, Hypothesis, SearchOptions, Translator
 from seq2seq.model.layers import DecoderCache
 from seq2seq.model.transformer import Transformer
@@ -229,10 +228,11 @@ def recorded_logits(model: Transformer) -> Iterator[list[Tensor]]:
         handle.remove()
 
 
-def greedy_score(forced: ForcedScore, tokens: int, limit: int) -> float:
-    """The score greedy search gives its output of ``tokens`` ids, from that output's forced score: with <end>'s
-    log-probability when greedy chose <end> (fewer ids than the length ``limit``), without when the limit stopped it."""
-    return forced.log_prob if tokens < limit else sum(forced.token_log_probs[:-1])
+def greedy_score(token_log_probs: list[float], tokens: int, limit: int) -> float:
+    """The score greedy search gives its output of ``tokens`` ids, from that output's forced log-probabilities
+    (its <end>'s last): with <end>'s when greedy chose <end> (fewer ids than the length ``limit``), without when
+    the limit stopped it."""
+    return sum(token_log_probs[: tokens + 1 if tokens < limit else tokens])
 
 
 def attention_as_without_amx(monkeypatch: pytest.MonkeyPatch) -> None:
