@@ -7,8 +7,9 @@ import pytest
 import torch
 from conftest import attention_as_without_amx, greedy_score, main_error, one_line_error, run_cli
 
+import seq2seq.cli.common
 import seq2seq.decode.threads
-from seq2seq.cli import build_parser
+from seq2seq.cli import build_parser, main
 from seq2seq.cli.common import load_for
 from seq2seq.data.corpus import read_lines
 from seq2seq.decode.batched import pad_batch
@@ -74,9 +75,16 @@ def test_a_bf16_decode_on_a_cpu_sizes_onednns_kernel_caches_unless_the_user_did(
     assert os.environ["LRU_CACHE_CAPACITY"] == "64"
 
 
-def test_cli_precision_flag(toy_run):
-    done = run_cli("translate", "--model", str(toy_run), "--precision", "float32", "我们走吧。")
-    assert done.returncode == 0 and done.stdout.strip(), done.stderr
+@pytest.mark.parametrize(("precision", "dtype"), [("float32", torch.float32), ("bf16", torch.bfloat16)])
+def test_cli_precision_flag(toy_run, monkeypatch, capsys, precision, dtype):
+    loaded = []
+    monkeypatch.setattr(
+        seq2seq.cli.common, "load_translator", lambda *a: loaded.append(load_translator(*a)) or loaded[0]
+    )
+    main(["translate", "--model", str(toy_run), "--device", "cpu", "--precision", precision, "我们走吧。"])
+    assert capsys.readouterr().out.strip()
+    (translator,) = loaded  # the flag reached the translator, and its searches ran on weights of that dtype
+    assert translator.precision == precision and next(translator.search_model.parameters()).dtype == dtype
     error = one_line_error(run_cli("translate", "--engine", "ctranslate2", "--attention", "a.png", "你好"))
     assert "--attention" in error
 
