@@ -25,6 +25,7 @@ import torch
 from hypothesis import settings
 from torch import Tensor, nn
 
+import seq2seq.model.layers
 from seq2seq.config import ModelConfig
 from seq2seq.data.corpus import normalize, read_pair_files
 from seq2seq.decode.translator import PLAIN, Hypothesis, SearchOptions, Translator
@@ -235,6 +236,29 @@ class ScriptedModel(nn.Module):
             for token, p in probs.items():
                 out[i, token] = math.log(p)
         return out
+
+
+@contextlib.contextmanager
+def recorded_logits(model: Transformer) -> Iterator[list[Tensor]]:
+    """The logits ``model.out_proj`` gives while the block runs, in call order and its dtype (a forward hook)."""
+    seen: list[Tensor] = []
+    handle = model.out_proj.register_forward_hook(lambda module, args, out: seen.append(out.detach()))
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+def greedy_score(token_log_probs: list[float], tokens: int, limit: int) -> float:
+    """The score greedy search gives its output of ``tokens`` ids, from that output's forced log-probabilities
+    (its <end>'s last): with <end>'s when greedy chose <end> (fewer ids than the length ``limit``), without when
+    the limit stopped it."""
+    return sum(token_log_probs[: tokens + 1 if tokens < limit else tokens])
+
+
+def attention_as_without_amx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attention picks its kernels as on a CPU without AMX: bf16 decoding steps take the explicit path too."""
+    monkeypatch.setattr(seq2seq.model.layers, "cpu_has_amx", lambda: False)
 
 
 def gnmt(length: int, alpha: float) -> float:

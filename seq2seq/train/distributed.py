@@ -185,5 +185,8 @@ def join_world(device_name: str, timeout_minutes: float) -> Iterator[World]:
     )
     try:
         yield World(rank, size, local_rank, local_size, device)
+        # On a normal exit only (a rank that failed would leave the others waiting here): no rank closes its
+        # gloo connections while another is still in a collective on them, which aborted that rank under load.
+        dist.barrier()
     finally:
         dist.destroy_process_group()

@@ -333,12 +333,14 @@ def test_past_the_queue_cap_a_503_with_retry_after_and_health_is_not_ready(gate)
     assert first_batch == ["你好。"] and sorted(second_batch) == sorted(SENTENCES[:2])  # reached the model
 
 
+# 2 s deadlines, not 0.5 s: under a 0.5 s server deadline the first request, which must reach the held
+# batch before its deadline, sometimes did not on a loaded machine (then nothing entered the gate).
 @pytest.mark.parametrize(
     ("server_timeout_s", "body", "error", "limit"),
     [
-        (30, {"timeout_ms": 500}, "no translation within 0.5 s", "timeout_ms"),
-        (0.5, {}, "no translation within 0.5 s", "request-timeout-s"),
-        (0.5, {"timeout_ms": 60_000}, "no translation within 0.5 s", "request-timeout-s"),  # a client cannot raise it
+        (30, {"timeout_ms": 2000}, "no translation within 2 s", "timeout_ms"),
+        (2, {}, "no translation within 2 s", "request-timeout-s"),
+        (2, {"timeout_ms": 60_000}, "no translation within 2 s", "request-timeout-s"),  # a client cannot raise it
     ],
 )
 def test_past_its_deadline_a_request_is_a_504_and_leaves_the_queue(gate, server_timeout_s, body, error, limit):
@@ -350,12 +352,12 @@ def test_past_its_deadline_a_request_is_a_504_and_leaves_the_queue(gate, server_
         assert gate.entered.wait(timeout=60)
         start = time.monotonic()
         late = client.post("/translate", json={"text": "我们去散步。", **body})
-        assert 0.5 <= time.monotonic() - start < 10
+        assert 2 <= time.monotonic() - start < 15
         assert late.status_code == 504 and late.json() == {"error": error, "limit": limit}
         assert _queued(client) == 0  # it left the queue at its deadline
         gate.open.set()
-        # The first request was in the batch: under a 0.5 s server deadline it is a 504 too, its batch runs on.
-        assert first.result(timeout=60).status_code == (504 if server_timeout_s < 1 else 200)
+        # The first request was in the batch: under a 2 s server deadline it is a 504 too, its batch runs on.
+        assert first.result(timeout=60).status_code == (504 if server_timeout_s < 30 else 200)
         _until(lambda: client.get("/health").json()["queue"]["in_batch"] == 0, "the batch to end")
         assert client.post("/translate", json={"text": "今天天气很好。"}).status_code == 200  # the worker moved on
     assert gate.batches == [["你好。"], ["今天天气很好。"]]

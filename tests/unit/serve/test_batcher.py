@@ -185,6 +185,24 @@ def test_the_queue_refuses_past_its_caps_and_counts_what_waits(translator):
         batcher.close()
 
 
+def test_retry_after_is_how_long_the_queue_takes_to_drain_at_the_recent_rate(translator):
+    """The toy model decodes in milliseconds, so its own rate always gives 1 s: a slow decoder's batches,
+    recorded in the metrics the batcher reads, set the rate here."""
+    metrics = ServeMetrics()
+    metrics.batch(sentences=2, seconds=5.0)  # 0.4 sentences a second
+    batcher = Batcher(translator, BatchLimits(max_wait_ms=0), QueueLimits(max_sentences=3), metrics)
+    try:
+        _busy(translator, batcher)
+        batcher.submit(["我们去散步。", "你好。", "他昨天去了北京。"], 1)
+        with pytest.raises(QueueFull) as refused:
+            batcher.submit(["我们去散步。"], 1)
+        assert metrics.sentences_per_second() == pytest.approx(0.4)  # the held batch is not in it yet
+        assert refused.value.retry_after_s == 8  # 3 waiting sentences / 0.4 a second = 7.5 s, rounded up
+    finally:
+        translator.gate.set()
+        batcher.close()
+
+
 def test_an_empty_queue_takes_a_request_larger_than_its_caps(translator):
     batcher = Batcher(translator, BatchLimits(max_wait_ms=0), QueueLimits(max_sentences=1, max_tokens=1))
     try:

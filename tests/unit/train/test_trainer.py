@@ -6,6 +6,7 @@ Everything writes under pytest's tmp directories; the toy corpus is read from
 tests/fixtures through the repository-relative paths of the toy recipe.
 """
 
+import copy
 import math
 import os
 import re
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CLI_ENV, REPO, TOY, metrics_records, toy_train_args
+import torch.nn.functional as F
+from conftest import CLI_ENV, PAD, REPO, TOY, metrics_records, toy_train_args
 
 import seq2seq.train.trainer as train_module
 from seq2seq.checkpoint import DIGEST_KEY, load_checkpoint, save_checkpoint
@@ -264,6 +266,44 @@ def test_resume_refuses_a_different_model_config(tmp_path, toy_cache):
     other = Trainer(_toy(tmp_path / "run", toy_cache, "train.max_steps=2", "model.ffn_dim=96"))
     with pytest.raises(UserError, match=r"was trained with a different 'model' config; resume with the same config"):
         other.fit(quiet=True)
+
+
+def _cross_entropy(model: torch.nn.Module, batch, smoothing: float) -> float:
+    """Per-token cross-entropy of ``model`` on ``batch`` by torch's own loss: the independent expected value."""
+    with torch.no_grad():
+        logits = model(batch.src, batch.tgt_in).flatten(0, 1).float()
+    return float(
+        F.cross_entropy(logits, batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=smoothing, reduction="mean")
+    )
+
+
+def test_train_label_smoothing_reaches_the_training_loss(tmp_path, toy_cache):
+    # Without dropout the step's loss is a function of the weights before the update and the batch alone.
+    settings = ("train.label_smoothing=0.3", "model.dropout=0.0", "train.precision=float32", "train.accum_steps=1")
+    trainer = Trainer(_toy(tmp_path / "run", toy_cache, *settings))
+    before, drawn, batches = copy.deepcopy(trainer.model).eval(), [], trainer.batches
+
+    def watched():
+        for indices in batches:
+            drawn.append(indices)
+            yield indices
+
+    trainer.batches = watched()
+    step = trainer.train_step()
+    (indices,) = drawn
+    batch = trainer.data.train.batch(indices, trainer.cfg.model.decoder_start_id)
+    smoothed, plain = _cross_entropy(before, batch, 0.3), _cross_entropy(before, batch, 0.0)
+    assert smoothed - plain > 0.02  # hundreds of times the tolerance below: the check tells them apart
+    assert step.loss == pytest.approx(smoothed, abs=1e-4)
+
+
+def test_the_dev_loss_is_unsmoothed_whatever_the_training_smoothing(tmp_path, toy_cache):
+    trainer = Trainer(_toy(tmp_path / "run", toy_cache, "train.label_smoothing=0.3", "train.eval_sentences=1"))
+    dev = trainer.data.dev
+    batch = dev.batch(torch.arange(len(dev)), trainer.cfg.model.decoder_start_id)  # one batch: padding changes nothing
+    expected = _cross_entropy(trainer.model.eval(), batch, 0.0)
+    assert _cross_entropy(trainer.model, batch, 0.1) - expected > 0.01  # smoothing 0.1 would show
+    assert trainer.validate()["dev_loss"] == pytest.approx(expected, abs=1e-4)
 
 
 def test_even_sample_covers_every_part_of_the_dev_split():
