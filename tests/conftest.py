@@ -25,7 +25,7 @@ import torch
 from hypothesis import settings
 from torch import Tensor, nn
 
-import seq2seq.model.layers
+import seq2seq.model.kernels
 from seq2seq.config import ModelConfig
 from seq2seq.data.corpus import normalize, read_pair_files
 from seq2seq.decode.translator import PLAIN, Hypothesis, SearchOptions, Translator
@@ -258,7 +258,7 @@ def greedy_score(token_log_probs: list[float], tokens: int, limit: int) -> float
 
 def attention_as_without_amx(monkeypatch: pytest.MonkeyPatch) -> None:
     """Attention picks its kernels as on a CPU without AMX: bf16 decoding steps take the explicit path too."""
-    monkeypatch.setattr(seq2seq.model.layers, "cpu_has_amx", lambda: False)
+    monkeypatch.setattr(seq2seq.model.kernels, "cpu_has_amx", lambda: False)
 
 
 def gnmt(length: int, alpha: float) -> float:
