@@ -197,7 +197,7 @@ class Translator(ABC):
         data = self.config.data if self.config else None
         limit = min(self.max_positions, data.max_len) if data else self.max_positions
 
-        def too_long(text: str) -> bool:  # a token covers at most 4 characters' bytes: most texts need no encoding
+        def too_long(text: str) -> bool:  # a character is at most 4 tokens (its bytes): short texts need no encoding
             return len(text) * 4 > limit and len(self.tokenizer.encode_src(self.normalize_source(text))) > limit
 
         return TextStage(
