@@ -36,6 +36,7 @@ def translation_lines(results: list[Translation], as_json: bool, nbest: int) -> 
                         "source": s.source,
                         "translation": s.text,
                         "translated": s.translated,
+                        "language": s.language,
                         "confidence": None if s.confidence is None else round(s.confidence, 4),
                         "warnings": s.warnings,
                     }

@@ -28,8 +28,7 @@ from seq2seq.decode.search import Hypothesis, TokenSampler
 from seq2seq.errors import UserError
 from seq2seq.special import EOS
 from seq2seq.text.placeholders import PLACEHOLDERS
-from seq2seq.text.stage import DEFAULTS, SentencePlan, SentenceResult, TextOptions, TextStage
-from seq2seq.text.stage import Output as TextOutput
+from seq2seq.text.stage import DEFAULTS, SentencePlan, SentenceResult, TextOptions, TextStage, UnitOutput
 
 
 @dataclass(frozen=True)
@@ -230,33 +229,44 @@ class Translator(ABC):
         beam = self.decode.beam if beam is None else beam
         stage = self.text_stage(replace(text, split=False) if prefixes else text)
         plans = [stage.prepare(self.normalize_source(line)) for line in lines]
-        units = [(i, unit) for i, plan in enumerate(plans) for sentence in plan for unit in sentence.units]
-        found = self._translate_units(
-            [unit.masked.text for _, unit in units],
+        units = [
+            (i, k, unit) for i, plan in enumerate(plans) for sentence in plan for k, unit in enumerate(sentence.units)
+        ]
+        found, lengths = self._translate_units(
+            [unit.text for _, _, unit in units],
             beam,
             nbest,
             sampler=sampler,
-            prefixes=[prefixes[i] for i, _ in units] if prefixes else None,
+            # a prefix starts the line: its first unit (a line cut into parts has more than one)
+            prefixes=[prefixes[i] if k == 0 else "" for i, k, _ in units] if prefixes else None,
             glossary=glossary,
         )
         results, position = [], 0
         for line, plan in zip(lines, plans, strict=True):
-            done = found[position : position + sum(len(s.units) for s in plan)]
-            position += len(done)
-            results.append(self._line(stage, line, plan, done, beam, nbest))
+            count = sum(len(s.units) for s in plan)
+            done, done_lengths = found[position : position + count], lengths[position : position + count]
+            position += count
+            results.append(self._line(stage, line, plan, done, done_lengths, beam, nbest))
         return results
 
     def _line(
-        self, stage: TextStage, line: str, plan: list[SentencePlan], done: list[Translation], beam: int, nbest: int
+        self,
+        stage: TextStage,
+        line: str,
+        plan: list[SentencePlan],
+        done: list[Translation],
+        source_tokens: list[int],
+        beam: int,
+        nbest: int,
     ) -> Translation:
-        """One line's ``Translation``: its k-th output joins the k-th output of each of its units."""
+        """One line's ``Translation`` from its units' (``source_tokens`` long each): its k-th output joins the
+        k-th output of each of its units."""
         alpha = self.decode.length_penalty if beam > 1 else 0.0
-        source_tokens = [len(self.encode(t.source)) for t in done]
         outputs, details = [], None
         for k in range(min([nbest, *(len(t.outputs) for t in done)])):
-            chosen = [t.outputs[min(k, len(t.outputs) - 1)] for t in done]
+            chosen = [t.outputs[k] for t in done]
             unit_outputs = [
-                TextOutput(o.text, len(o.tokens) + 1, _log_prob(o, alpha), n)
+                UnitOutput(o.text, len(o.tokens) + 1, _log_prob(o, alpha), n)
                 for o, n in zip(chosen, source_tokens, strict=True)
             ]
             result = stage.finish(line, plan, unit_outputs)
@@ -276,8 +286,8 @@ class Translator(ABC):
         sampler: TokenSampler | None,
         prefixes: list[str] | None,
         glossary: Glossary | None,
-    ) -> list[Translation]:
-        """Translate the model's inputs (order kept), one each, as they are."""
+    ) -> tuple[list[Translation], list[int]]:
+        """Translate the model's inputs (order kept), one each, as they are; also their lengths in tokens."""
         self.require(sampling=sampler is not None, prefixes=bool(prefixes), constraints=glossary is not None)
         beam = self.decode.beam if beam is None else beam
         todo = [i for i, s in enumerate(sentences) if normalize(s)]
@@ -287,13 +297,16 @@ class Translator(ABC):
             [self.target_ids(prefixes[i]) for i in todo] if prefixes else None,
             [[self.target_ids(t) for t in sentence_terms] for sentence_terms in terms] if terms else None,
         )
-        found = self.search([self.encode(sentences[i]) for i in todo], beam, max(nbest, 1), options)
+        ids = [self.encode(sentences[i]) for i in todo]
+        found = self.search(ids, beam, max(nbest, 1), options)
         results = [Translation(s, [Output("", 0.0, [], [])]) for s in sentences]
+        lengths = [0] * len(sentences)
         tok = self.tokenizer
         for k, (i, hyps) in enumerate(zip(todo, found, strict=True)):
             outputs = [Output(tok.decode_tgt(h.tokens), h.score, h.tokens, tok.tgt_pieces(h.tokens)) for h in hyps]
             results[i] = Translation(sentences[i], outputs, terms[k] if terms else None)
-        return results
+            lengths[i] = len(ids[k])
+        return results, lengths
 
 
 def _log_prob(output: Output, alpha: float) -> float:

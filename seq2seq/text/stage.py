@@ -38,26 +38,20 @@ DEFAULTS = TextOptions()
 
 
 @dataclass
-class Unit:
-    """One model input: a part of a sentence, masked."""
-
-    masked: Masked
-
-
-@dataclass
 class SentencePlan:
-    """A sentence of a line: its ``units`` (none when it passes through) and what was noticed before
-    translating it."""
+    """A sentence of a line: its ``units``, the model's inputs (parts of it, masked; none when it passes
+    through), and what was noticed before translating it."""
 
     source: str
-    units: list[Unit] = field(default_factory=list)
+    units: list[Masked] = field(default_factory=list)
     language: str | None = None  # set when the sentence is not in the source language
     warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
-class Output:
-    """What the model made of a unit: its text, its ids' count and log-probability, a score to rank by."""
+class UnitOutput:
+    """What the model made of a unit: its text, its tokens (with <end>) and their log-probability, and the
+    unit's own length in tokens."""
 
     text: str
     tokens: int
@@ -128,10 +122,10 @@ class TextStage:
         # Latin words are carried through only inside text of the source's own script: a Latin-script sentence
         # translated with --force is text to translate.
         latin_words = self.latin_words and has_own_script(sentence, self.src_lang)
-        plan.units = [Unit(mask(part, latin_words) if self.masking else Masked(part)) for part in parts]
+        plan.units = [mask(part, latin_words) if self.masking else Masked(part) for part in parts]
         return plan
 
-    def finish(self, source: str, plans: list[SentencePlan], outputs: list[Output]) -> LineResult:
+    def finish(self, source: str, plans: list[SentencePlan], outputs: list[UnitOutput]) -> LineResult:
         """A line's result from its plans and the outputs of their units, in order."""
         results, position = [], 0
         for plan in plans:
@@ -142,12 +136,12 @@ class TextStage:
             raise ValueError(f"{len(outputs)} outputs for {position} units")
         return LineResult(source, join_sentences([r.text for r in results], self.tgt_lang), results)
 
-    def _sentence(self, plan: SentencePlan, outputs: list[Output]) -> SentenceResult:
+    def _sentence(self, plan: SentencePlan, outputs: list[UnitOutput]) -> SentenceResult:
         if not plan.units:
             return SentenceResult(plan.source, plan.source, False, None, plan.warnings, plan.language)
         warnings, texts = list(plan.warnings), []
         for unit, output in zip(plan.units, outputs, strict=True):
-            text, lost = restore(output.text, unit.masked)
+            text, lost = restore(output.text, unit)
             warnings += lost
             texts.append(text)
         tokens = sum(o.tokens for o in outputs)

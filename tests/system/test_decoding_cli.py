@@ -238,6 +238,6 @@ def test_target_language_input_passes_through_said_on_stderr_and_in_json(toy_run
     (record,) = _json_lines(_run(capsys, *model, "--json", english))
     assert record["translation"] == english and record["confidence"] is None
     assert record["warnings"] == [passed]
-    assert record["sentences"][0]["translated"] is False
+    assert record["sentences"][0]["translated"] is False and record["sentences"][0]["language"] == "en"
     (forced,) = _json_lines(_run(capsys, *model, "--json", "--force", english))
     assert forced["warnings"] == [] and forced["confidence"] is not None
