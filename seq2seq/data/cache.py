@@ -22,7 +22,7 @@ from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
 from seq2seq.filelock import locked as file_locked
 
-PIPELINE_VERSION = 5
+PIPELINE_VERSION = 6
 LOCK_NAME = ".lock"  # in the cache directory, beside the entries
 # Settings that do not change the encoded data, so they stay out of the cache key.
 _NOT_IN_KEY = {"batch_tokens", "cache_dir", "subword_alpha", "tgt_lang", "src_lang"}

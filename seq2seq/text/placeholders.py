@@ -128,8 +128,9 @@ def _zh_number(numeral: str) -> int:
     return _DIGITS[numeral]
 
 
-def _word_in(word: str, text: str) -> re.Match | None:
-    return re.search(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", text, flags=re.IGNORECASE)
+def _whole(span: str, ignore_case: bool = False) -> re.Pattern:
+    """``span`` where it is not part of a longer Latin word or number (the "3" of "3.5" is not "3")."""
+    return re.compile(rf"(?<![A-Za-z0-9.]){re.escape(span)}(?![A-Za-z0-9]|\.\d)", re.IGNORECASE if ignore_case else 0)
 
 
 def _aligned(src: str, tgt: str, latin_words: bool, with_names: bool) -> list[tuple[str, str]]:
@@ -137,18 +138,19 @@ def _aligned(src: str, tgt: str, latin_words: bool, with_names: bool) -> list[tu
     found: list[tuple[int, str, str]] = []
     for start, end in find_spans(src, latin_words):
         span = src[start:end]
-        if _word_in(span, tgt) and span in tgt:
+        if _whole(span).search(tgt):
             found.append((start, span, span))
-        elif span.isdigit() and int(span) < len(_NUMBER_WORDS) and (word := _word_in(_NUMBER_WORDS[int(span)], tgt)):
-            found.append((start, span, word.group()))
+        elif span.isdigit() and int(span) < len(_NUMBER_WORDS):
+            if word := _whole(_NUMBER_WORDS[int(span)], True).search(tgt):
+                found.append((start, span, word.group()))
     if with_names:
         for match in _ZH_NUMERAL.finditer(src):
             value = _zh_number(match.group())
-            word = _word_in(_NUMBER_WORDS[value], tgt) if value < len(_NUMBER_WORDS) else None
-            if word or (word := _word_in(str(value), tgt)):
+            word = _whole(_NUMBER_WORDS[value], True).search(tgt) if value < len(_NUMBER_WORDS) else None
+            if word or (word := _whole(str(value)).search(tgt)):
                 found.append((match.start(), match.group(), word.group()))
         for zh, en in _NAMES.items():
-            if (start := src.find(zh)) >= 0 and (word := _word_in(en, tgt)) and word.group() == en:
+            if (start := src.find(zh)) >= 0 and _whole(en).search(tgt):
                 found.append((start, zh, en))
     found.sort()
     return [(s, t) for _, s, t in found]
@@ -182,4 +184,4 @@ def _replace_whole(text: str, span: str, symbol: str) -> str:
     """``span`` replaced by ``symbol`` wherever it is not part of a longer Latin word or number."""
     if not re.match(r"[A-Za-z0-9$€£¥]", span):
         return text.replace(span, symbol)
-    return re.sub(rf"(?<![A-Za-z0-9.]){re.escape(span)}(?![A-Za-z0-9]|\.\d)", symbol, text)
+    return _whole(span).sub(symbol, text)
