@@ -8,6 +8,7 @@ import sys
 import typing
 
 import pytest
+import yaml
 from conftest import CLI_ENV, REPO
 
 from seq2seq.cli import build_parser
@@ -48,7 +49,9 @@ def test_every_config_key_is_listed_with_its_default_and_a_meaning(pages):
         for spec in dataclasses.fields(sections[section.name]):
             key = f"{section.name}.{spec.name}"
             assert key in rows, f"{key} is missing from the configuration reference"
-            assert rows[key][2].startswith("`"), f"{key} has no default"
+            default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
+            shown = yaml.safe_load(rows[key][2].strip("`").replace("\\|", "|"))
+            assert shown == (list(default) if isinstance(default, tuple) else default), key
             assert rows[key][4], f"{key} has no comment, in the default recipe or seq2seq/config.py"
     for spec in dataclasses.fields(CorpusConfig):
         assert rows[spec.name][3], f"data.corpora[].{spec.name} has no comment in seq2seq/config.py"
