@@ -33,6 +33,18 @@ def _wait_rendered(driver) -> None:
     WebDriverWait(driver, 60).until(all_drawn)
 
 
+def _submit_and_wait(driver) -> None:
+    """Submit the form and wait for the page it loads: until that page replaces this one, this one's
+    sections still read as drawn."""
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old_page = driver.find_element("tag name", "html")
+    driver.find_element("css selector", "#ask button").click()
+    WebDriverWait(driver, 60).until(staleness_of(old_page))
+    _wait_rendered(driver)
+
+
 def _count(driver, selector: str) -> int:
     return len(driver.find_elements("css selector", selector))
 
@@ -89,7 +101,6 @@ def test_serve_explain_draws_every_section(browser, toy_run, tmp_path):
         box.clear()
         box.send_keys("我想喝一杯咖啡。")
         browser.find_element("id", "ref").clear()
-        browser.find_element("css selector", "#ask button").click()
-        _wait_rendered(browser)
+        _submit_and_wait(browser)
         again = browser.execute_script("return DATA.report")
         assert again["sentence"] == "我想喝一杯咖啡。" and again["training_vs_inference"]["teacher_forced"] is None
