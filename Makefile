@@ -67,13 +67,17 @@ test: $(BIN)/.dev
 # The training and decoding benchmarks at the settings of docs/benchmarks.md#training and docs/performance.md#threads;
 # the reports go to runs/bench/ (compare them with benchmarks/results/, the reports the docs quote, which a re-run
 # meant to replace them updates by hand). BENCH_MODEL: the trained run the decoding benchmark reads (make train's).
+# TTQ_TARGET: the greedy dev BLEU whose time to reach (docs/benchmarks.md#time-to-quality) BENCH_MODEL's training
+# is read for: the end-of-hour dev BLEU of the recipe before the recipe study, on the AMX Xeon.
 BENCH_MODEL ?= runs/zh-en
+TTQ_TARGET ?= 22.63
 bench: $(BIN)/.dev data
 	$(BIN)/python scripts/bench/bench_train.py --config $(CONFIG) --set data.vocab_size=8000 --rounds 5 --round-tokens 20000 \
 		--out runs/bench/bench_train.json
 	$(BIN)/python scripts/bench/bench_decode.py --model $(BENCH_MODEL) --threads 0 1 2 --rows ours-float32 ours-bf16 ct2-float32 \
 		ct2-int8 --sentences 500 --repeats 3 --batch 50 --steps 20 --repeats-translate 3 --latency-sentences 20 --skip-cli \
 		--out runs/bench/bench_threads.json
+	$(BIN)/python scripts/bench/time_to_quality.py $(BENCH_MODEL) --target $(TTQ_TARGET) --out runs/bench/time_to_quality.json
 
 lint: $(BIN)/.dev
 	$(BIN)/ruff check seq2seq tests scripts

@@ -9,34 +9,12 @@ validation, so runs of different speeds compare on the same clock.
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-
-class CurveError(Exception):
-    """A problem the user can fix (missing file, no validation lines, no matplotlib)."""
-
-
-def read_validations(run_dir: Path) -> list[dict[str, Any]]:
-    """The validation records (those with ``dev_bleu``) of one run, in file order."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        raise CurveError(f"{path}: not found; is {run_dir} a run directory of seq2seq train?")
-    records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise CurveError(f"{path} line {number}: not valid JSON") from None
-        if isinstance(record, dict) and "dev_bleu" in record:
-            records.append(record)
-    if not records:
-        raise CurveError(f"{path}: no validation lines (with dev_bleu) yet")
-    return records
+from seq2seq.errors import UserError
+from seq2seq.train.runlog import read_validations
 
 
 def plot(runs: dict[str, list[dict[str, Any]]], out: Path, title: str) -> None:
@@ -47,7 +25,7 @@ def plot(runs: dict[str, list[dict[str, Any]]], out: Path, title: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise CurveError("plotting needs matplotlib: pip install 'seq2seq[plot]' (or pip install matplotlib)") from None
+        raise UserError("plotting needs matplotlib: pip install 'seq2seq[plot]' (or pip install matplotlib)") from None
     fig, axes = plt.subplots(3, 1, sharex=True, figsize=(7, 8))
     panels = {"dev_bleu": "dev BLEU", "dev_chrf": "dev chrF", "dev_loss": "dev loss (per token)"}
     for ax, (key, label) in zip(axes, panels.items(), strict=True):
@@ -83,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 name = str(run_dir)
             runs[name] = read_validations(run_dir)
         plot(runs, args.out, args.title)
-    except CurveError as err:
+    except UserError as err:
         print(f"plot_curve: error: {err}", file=sys.stderr)
         return 2
     for name, records in runs.items():

@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from seq2seq.atomic import write_text_atomically
+from seq2seq.errors import UserError
 from seq2seq.train.tensorboard import ScalarWriter
 
 RECORD_EVERY = 20  # steps between training records (and progress-bar postfix updates)
@@ -146,3 +147,24 @@ def describe(result: dict[str, float | str]) -> str:
     if "dev_bleu" in result:
         text += f" BLEU {result['dev_bleu']:.2f} chrF {result['dev_chrf']:.2f}"
     return text
+
+
+def read_validations(run_dir: Path) -> list[dict[str, Any]]:
+    """The validation records (those with ``dev_bleu``) of a run's ``metrics.jsonl``, in file order;
+    a missing file, a line that is not JSON or a run not yet validated is a UserError naming it."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        raise UserError(f"{path}: not found; is {run_dir} a run directory of seq2seq train?")
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise UserError(f"{path} line {number}: not valid JSON") from None
+        if isinstance(record, dict) and "dev_bleu" in record:
+            records.append(record)
+    if not records:
+        raise UserError(f"{path}: no validation lines (with dev_bleu) yet")
+    return records
