@@ -141,6 +141,7 @@ class TrainConfig:
     adam_betas: tuple[float, float] = (0.9, 0.98)
     weight_decay: float = 1e-4
     label_smoothing: float = 0.1
+    word_dropout: float = 0.0  # share of source and decoder-input pieces replaced by <unk> in training
     clip_norm: float = 1.0
     accum_steps: int = 1
     max_steps: int = 0  # 0: no limit
@@ -339,6 +340,7 @@ def _validate(cfg: Config, where: str) -> None:
         (lambda: t.weight_decay >= 0, "train.weight_decay must be >= 0"),
         (lambda: t.warmup_steps >= 0, "train.warmup_steps must be >= 0"),
         (lambda: 0 <= t.label_smoothing < 1, "train.label_smoothing must be in [0, 1)"),
+        (lambda: 0 <= t.word_dropout < 1, "train.word_dropout must be in [0, 1)"),
         (lambda: t.clip_norm >= 0, "train.clip_norm must be >= 0 (0 disables clipping)"),
         (lambda: t.accum_steps >= 1, "train.accum_steps must be >= 1"),
         (lambda: t.max_steps >= 0 and t.max_epochs >= 0 and t.max_minutes >= 0, "train.max_* must be >= 0"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from seq2seq.special import BOS, EOS, PAD
+from seq2seq.special import BOS, EOS, PAD, UNK
 
 
 @dataclass
@@ -37,6 +37,21 @@ class Batch:
             self.tgt_in.to(device, non_blocking=True),
             self.tgt_out.to(device, non_blocking=True),
         )
+
+
+def drop_words(batch: Batch, rate: float) -> Batch:
+    """Word dropout: each piece of the source and of the decoder's input becomes <unk> with probability
+    ``rate``, so the model cannot lean on any one of them; <start>, <end>, <pad> stay, and so do the
+    targets the loss scores. Draws from torch's global generator, which a checkpoint saves: a resumed
+    run drops the same pieces."""
+    if rate == 0:
+        return batch
+
+    def drop(ids: Tensor) -> Tensor:  # (B, L) -> (B, L)
+        words = (ids != PAD) & (ids != BOS) & (ids != EOS)
+        return ids.masked_fill(words & (torch.rand(ids.shape) < rate), UNK)
+
+    return Batch(drop(batch.src), drop(batch.tgt_in), batch.tgt_out)
 
 
 @dataclass

@@ -26,8 +26,9 @@ def _segmenter() -> Callable[[str, str], object]:
     try:
         from sentencex import segment
     except ImportError:
-        raise UserError("splitting documents into sentences needs sentencex: pip install 'seq2seq[text]' "
-                        "(or use --no-split)") from None
+        raise UserError(
+            "splitting documents into sentences needs sentencex: pip install 'seq2seq[text]' (or use --no-split)"
+        ) from None
     return segment
 
 

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from seq2seq.checkpoint import average_models, load_checkpoint, save_checkpoint
 from seq2seq.config import Config, TrainConfig, config_from_dict, save_config
-from seq2seq.data.batching import Batch, BucketSampler
+from seq2seq.data.batching import Batch, BucketSampler, drop_words
 from seq2seq.data.encoded import EncodedSplit, Resegmented
 from seq2seq.data.mixing import CorpusMix
 from seq2seq.data.pipeline import PreparedData, prepare_data
@@ -446,7 +446,8 @@ class Trainer:
             for i in range(self.tc.accum_steps * world.size):
                 indices = next(self.batches)  # first: it may start a new epoch (and segmentation)
                 if i % world.size == world.rank:
-                    batches.append(self._train_split().batch(indices, start).to(self.device))
+                    batch = drop_words(self._train_split().batch(indices, start), self.tc.word_dropout)
+                    batches.append(batch.to(self.device))
             (tokens,) = world.sum([sum(b.tokens for b in batches)])
             tokens = int(tokens)
             total = 0.0

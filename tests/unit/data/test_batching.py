@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from seq2seq.data.batching import Batch, BucketSampler, cut_batches, padding_fraction
+from seq2seq.data.batching import Batch, BucketSampler, cut_batches, drop_words, padding_fraction
 from seq2seq.data.encoded import EncodedSplit
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.special import BOS, EOS, PAD
+from seq2seq.special import BOS, EOS, PAD, UNK
 
 
 def _ids(*values: int) -> torch.Tensor:
@@ -257,3 +257,24 @@ def test_collate_starts_the_decoder_input_with_the_models_start_token():
     assert pad.tgt_in.tolist() == [[PAD, 8, 9], [PAD, 11, PAD]]
     assert torch.equal(pad.tgt_in[:, 1:], bos.tgt_in[:, 1:]) and torch.equal(pad.tgt_out, bos.tgt_out)
     assert torch.equal(pad.src, bos.src)
+
+
+def test_word_dropout_replaces_about_its_rate_of_the_pieces_and_keeps_specials_and_targets():
+    g = torch.Generator().manual_seed(0)
+    words = torch.randint(10, 100, (64, 30), generator=g)
+    src = torch.cat([words, torch.full((64, 1), EOS), torch.full((64, 5), PAD)], dim=1)
+    tgt_in = torch.cat([torch.full((64, 1), BOS), words, torch.full((64, 5), PAD)], dim=1)
+    tgt_out = torch.cat([words, torch.full((64, 1), EOS), torch.full((64, 5), PAD)], dim=1)
+    batch = Batch(src, tgt_in, tgt_out)
+    assert drop_words(batch, 0.0) is batch
+    torch.manual_seed(1)
+    dropped = drop_words(batch, 0.25)
+    for before, after in ((src, dropped.src), (tgt_in, dropped.tgt_in)):
+        changed = before != after
+        assert (after[changed] == UNK).all()
+        assert not changed[before < 4].any()  # <pad>, <start>, <end> stay
+        assert changed[before >= 4].float().mean().item() == pytest.approx(0.25, abs=0.04)  # 4 sigma of 1,920 draws
+    assert not torch.equal(dropped.src[:, :30] == UNK, dropped.tgt_in[:, 1:31] == UNK)  # two sides, two draws
+    assert torch.equal(dropped.tgt_out, tgt_out)
+    torch.manual_seed(1)
+    assert torch.equal(drop_words(batch, 0.25).src, dropped.src)  # the global generator decides: resumable

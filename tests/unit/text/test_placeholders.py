@@ -101,6 +101,6 @@ def test_spans_without_a_counterpart_stay_as_they_are():
 
 
 def test_a_span_is_aligned_only_where_it_stands_whole_on_the_other_side():
-    """"3" is not the 3 of "3.5" nor of "13": a pair whose target holds only those keeps its 3 on both sides."""
+    """A 3 is not the 3 of "3.5" nor of "13": a pair whose target holds only those keeps its 3 on both sides."""
     for pair in [("我付了3元。", "I paid 3.5 yuan."), ("我付了3元。", "I paid 13 yuan.")]:
         assert mask_training_pair(*pair, True, rate=1.0) == pair

@@ -10,9 +10,7 @@ def _stage(options: TextOptions = DEFAULTS, placeholders: bool = True) -> TextSt
 
 def _echo(plans, drop: str = "") -> list[UnitOutput]:
     """What a model that copies its input would write (leaving out ``drop``)."""
-    return [
-        UnitOutput(unit.text.replace(drop, ""), 10, -5.0, 10) for plan in plans for unit in plan.units
-    ]
+    return [UnitOutput(unit.text.replace(drop, ""), 10, -5.0, 10) for plan in plans for unit in plan.units]
 
 
 def test_a_paragraph_is_translated_sentence_by_sentence_and_rejoined():

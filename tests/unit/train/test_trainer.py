@@ -24,6 +24,7 @@ from conftest import CLI_ENV, PAD, REPO, TOY, metrics_records, toy_train_args
 import seq2seq.train.trainer as train_module
 from seq2seq.checkpoint import DIGEST_KEY, load_checkpoint, save_checkpoint
 from seq2seq.config import TrainConfig, load_config
+from seq2seq.special import EOS, UNK
 from seq2seq.train.signals import stop_deferred
 from seq2seq.train.trainer import Trainer, budget_used, dev_loss, even_sample, lr_factor
 
@@ -295,6 +296,18 @@ def test_train_label_smoothing_reaches_the_training_loss(tmp_path, toy_cache):
     smoothed, plain = _cross_entropy(before, batch, 0.3), _cross_entropy(before, batch, 0.0)
     assert smoothed - plain > 0.02  # hundreds of times the tolerance below: the check tells them apart
     assert step.loss == pytest.approx(smoothed, abs=1e-4)
+
+
+def test_train_word_dropout_reaches_the_training_batches(tmp_path, toy_cache):
+    trainer = Trainer(_toy(tmp_path / "run", toy_cache, "train.word_dropout=0.5", "train.accum_steps=1"))
+    seen = []
+    for embed in (trainer.weights.work.src_embed, trainer.weights.work.tgt_embed):
+        embed.register_forward_pre_hook(lambda _module, args: seen.append(args[0].clone()))
+    trainer.train_step()
+    src, tgt_in = seen
+    for ids in (src, tgt_in[:, 1:]):
+        words = (ids != PAD) & (ids != EOS)
+        assert 0.3 < (ids[words] == UNK).float().mean().item() < 0.7  # the toy corpus itself holds no <unk>
 
 
 def test_the_dev_loss_is_unsmoothed_whatever_the_training_smoothing(tmp_path, toy_cache):
