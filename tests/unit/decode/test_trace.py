@@ -1,25 +1,25 @@
 """seq2seq.decode.trace: the ``on_step`` recorder of beam search sees the live and ended beams of every
-step (scripted, hand-computed) with scores normalised by the length penalty."""
+step (scripted, hand-computed) with scores normalised by the length penalty, and records the batch's
+first sentence as it would be recorded alone, also when it is done before the others."""
 
 import math
 
 import pytest
-import torch
 from conftest import (
     GREEDY_TRAP,
     A,
     B,
+    EosRamp,
     PositionRamp,
     ScriptedModel,
     gnmt,
     script_src,
     sources,
+    unpad,
 )
 
 from seq2seq.decode.search import beam_search
 from seq2seq.decode.trace import first_sentence_steps
-
-CPU = torch.device("cpu")
 
 
 def test_beam_trace_records_live_and_ended_beams():
@@ -53,3 +53,21 @@ def test_beam_trace_normalized_scores_follow_the_length_penalty(tiny_model):
         for b in s["live"] + s["ended"]:
             assert b["normalized"] == pytest.approx(b["score"] / gnmt(s["step"], 1.0))
             assert len(b["tokens"]) <= s["step"]
+
+
+def test_the_first_sentence_is_recorded_as_alone_until_it_is_done(tiny_model):
+    """In the batch, the other sentences go on after the first is done (its last record has no live beams)."""
+    model = EosRamp(tiny_model(seed=0))
+    src = sources(4, seed=3)  # the first sentence is done 4 steps before the last
+    alone: list[dict] = []
+    in_batch: list[dict] = []
+    beam_search(model, unpad(src, 0), beam=3, on_step=first_sentence_steps(alone, alpha=1.0))
+    record, steps = first_sentence_steps(in_batch, alpha=1.0), []
+    beam_search(model, src, beam=3, on_step=lambda step, *state: steps.append(step) or record(step, *state))
+    assert in_batch[-1]["live"] == [] and len(in_batch) < len(steps)  # done, and not recorded past that
+    assert [s["step"] for s in in_batch] == [s["step"] for s in alone]
+    for kind in ("live", "ended"):
+        assert [[b["tokens"] for b in s[kind]] for s in in_batch] == [[b["tokens"] for b in s[kind]] for s in alone]
+        assert [b["score"] for s in in_batch for b in s[kind]] == pytest.approx(
+            [b["score"] for s in alone for b in s[kind]], abs=1e-4
+        )
