@@ -5,17 +5,7 @@ import math
 
 import pytest
 import torch
-from conftest import (
-    GREEDY_TRAP,
-    A,
-    B,
-    PositionRamp,
-    ScriptedModel,
-    gnmt,
-    script_src,
-    sources,
-    unpad,
-)
+from conftest import GREEDY_TRAP, A, B, PositionRamp, ScriptedModel, gnmt, script_src, sources, unpad
 
 from seq2seq.config import DecodeConfig
 from seq2seq.decode.batched import search_ids

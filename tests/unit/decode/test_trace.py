@@ -5,18 +5,7 @@ first sentence as it would be recorded alone, also when it is done before the ot
 import math
 
 import pytest
-from conftest import (
-    GREEDY_TRAP,
-    A,
-    B,
-    EosRamp,
-    PositionRamp,
-    ScriptedModel,
-    gnmt,
-    script_src,
-    sources,
-    unpad,
-)
+from conftest import GREEDY_TRAP, A, B, EosRamp, PositionRamp, ScriptedModel, gnmt, script_src, sources, unpad
 
 from seq2seq.decode.search import beam_search
 from seq2seq.decode.trace import first_sentence_steps
