@@ -2,7 +2,7 @@
 plainly, kept here so that the search algorithms read as algorithms.
 
 Each gives what its plain form gives (the same values, or the same up to float rounding), and
-tests/unit/decode/test_kernels.py compares the two:
+tests/unit/decode/test_decode_kernels.py compares the two:
 
 * ``encode_by_length``: the encoder run on groups of similar length instead of one batch padded to
   its longest sentence (docs/design.md#grouped-encoding);
