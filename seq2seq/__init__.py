@@ -6,6 +6,7 @@ The packages form layers; each imports only from the layers before it in this li
     text        the text stage: sentences, the language check, non-translatables masked and restored (strings only)
     model       masks, layers, the Transformer, ensembles (tensors in, tensors out)
     data        corpora, scripts, near-duplicates, splits, mixing, tokenizer, token files, batches
+    interop     converters between other toolkits' models (MarianMT) and ours, for loading, warm starts, export
     decode      searches, forced scoring, traces, glossaries, attention, translators and engines
     evaluate    BLEU/chrF, breakdowns, comparisons
     train       the training loop and everything a run needs

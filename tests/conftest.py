@@ -161,6 +161,15 @@ def sources(n: int, seed: int = 0, min_len: int = 2, max_len: int = 12, vocab: i
     return src
 
 
+def mixed_lengths(lengths: list[int], vocab: int = 40) -> Tensor:
+    """Right-padded sources (B, max length) of the given lengths, ids drawn from a seeded generator."""
+    generator = torch.Generator().manual_seed(0)
+    src = torch.full((len(lengths), max(lengths)), PAD)
+    for row, length in enumerate(lengths):
+        src[row, :length] = torch.randint(4, vocab, (length,), generator=generator)
+    return src
+
+
 def unpad(src: Tensor, row: int) -> Tensor:
     """Row ``row`` of ``src`` alone, without its padding: (1, S_row)."""
     length = int((src[row] != PAD).sum())

@@ -23,7 +23,7 @@ from seq2seq.cli.parser import VERBS
 from seq2seq.cli.streaming import prompted_lines, stream_chunks
 from seq2seq.decode.attention import select
 from seq2seq.decode.glossary import Glossary
-from seq2seq.decode.search import TokenSampler
+from seq2seq.decode.sampling import TokenSampler
 from seq2seq.decode.trace import format_trace, trace_sentence
 from seq2seq.decode.translator import Translation, Translator
 from seq2seq.errors import UserError

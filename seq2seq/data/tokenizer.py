@@ -5,7 +5,7 @@ SentencePiece is trained to give the special tokens the ids of ``seq2seq.special
 checkpoints (``spm.model`` for a joint vocabulary, ``spm.src.model`` and
 ``spm.tgt.model`` for separate ones), so a run directory alone can translate.
 
-A third layout comes from MarianMT (``seq2seq.decode.marian``): one SentencePiece model per side
+A third layout comes from MarianMT (``seq2seq.interop.marian``): one SentencePiece model per side
 that only segments, and one shared vocabulary (``spm.vocab.json``, the pieces in id order, the
 special ids first) that gives the pieces of both sides their ids; a piece outside it is <unk>,
 as ``MarianTokenizer`` has it.

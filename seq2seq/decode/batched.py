@@ -1,8 +1,9 @@
 """Decoding many sentences: length-sorted batches, padding, and the dispatch to the right search.
 
 ``search_ids`` is what training's validation and every translator call: it cuts the sources
-into batches of similar length, pads them, and runs greedy search, beam search, sampling or
-lexically constrained beam search (``seq2seq.decode.constrained``) on each. The searches
+into batches of similar length, pads them, and runs greedy search, beam search, sampling
+(``seq2seq.decode.sampling``) or lexically constrained beam search (``seq2seq.decode.constrained``)
+on each. The searches
 themselves are plain functions over one padded batch (``seq2seq.decode.search``).
 """
 
@@ -13,10 +14,10 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.config import DecodeConfig
+from seq2seq.decode.sampling import TokenSampler, sample
 from seq2seq.decode.search import (
     Hypothesis,
     LogitsProcessor,
-    TokenSampler,
     beam_search,
     block_repeats,
     force_prefixes,
@@ -109,15 +110,7 @@ def search_ids(
         # Beam search adds the n-gram block itself (beam_options); greedy search and sampling take it here.
         one_row = [*processors, block_repeats(decode.no_repeat_ngram)] if decode.no_repeat_ngram > 0 else processors
         if sampler is not None:
-            drawn = greedy_search(
-                model,
-                src.repeat_interleave(nbest, dim=0),  # (B*nbest, S): nbest rows per sentence
-                decode.max_len_a,
-                decode.max_len_b,
-                processors=one_row,
-                sampler=sampler,
-            )
-            found = [sorted(drawn[j : j + nbest], key=lambda h: -h.score) for j in range(0, len(drawn), nbest)]
+            found = sample(model, src, sampler, nbest, decode.max_len_a, decode.max_len_b, one_row)
         elif constraints is not None and any(constraints[i] for i in chunk):
             from seq2seq.decode.constrained import constrained_beam_search  # it builds on this module
 

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.decode.search import (
+    BeamStep,
     Hypothesis,
     LogitsProcessor,
     block_repeats,
@@ -28,7 +29,6 @@ from seq2seq.decode.search import (
     length_penalty_factor,
     start_beams,
     step_log_probs,
-    trace_step,
 )
 from seq2seq.special import EOS, PAD
 
@@ -86,15 +86,15 @@ def constrained_beam_search(
     no_repeat_ngram: int = 0,
     use_cache: bool = True,
     processors: Sequence[LogitsProcessor] = (),
-    trace: list[dict] | None = None,
+    on_step: BeamStep | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search for sources (B, S) whose outputs must contain ``constraints[i]`` (phrases of ids).
 
     Returns the ``nbest`` best hypotheses per sentence, those meeting every constraint first (a
     sentence whose length limit came before its constraints were met still gets its best attempts).
-    Scores are as in ``beam_search``.
+    Scores and ``on_step`` are as in ``beam_search``, but that a sentence keeps its rows once done.
     """
-    n, b = beam, src.size(0)
+    n, b, device = beam, src.size(0), src.device
     memory, src_mask, tokens, cache = start_beams(model, src, n, use_cache)
     limits = length_limits(src, max_len_a, max_len_b, model.cfg.max_positions).tolist()
     scores = [[0.0] + [float("-inf")] * (n - 1) for _ in range(b)]  # all beams start equal: expand one
@@ -113,11 +113,10 @@ def constrained_beam_search(
                 if not is_complete(constraints[i], progress[i][j]):
                     log_probs[i * n + j, EOS] = float("-inf")
         vocab = log_probs.size(-1)
-        totals = torch.tensor(scores, device=src.device).view(-1, 1) + log_probs  # (B*N, V)
+        totals = torch.tensor(scores, device=device).view(-1, 1) + log_probs  # (B*N, V)
         top_scores, top_index = totals.view(b, n * vocab).topk(2 * n, dim=1)  # (B, 2N)
         row_best = totals.argmax(dim=-1).tolist()  # (B*N,)
         prefixes = tokens[:, 1:].tolist()
-        ended_before = len(finished[0])
         rows: list[int] = []
         next_tokens: list[int] = []
         for i in range(b):
@@ -152,12 +151,13 @@ def constrained_beam_search(
             progress[i] = [p for _, _, _, p in keep]
             rows += [r for r, _, _, _ in keep]
             next_tokens += [t for _, t, _, _ in keep]
-        if trace is not None:
-            live = [(prefixes[r] + [t], s) for r, t, s in zip(rows[:n], next_tokens[:n], scores[0], strict=True)]
-            trace.append(trace_step(step, live, [h for _, h in finished[0][ended_before:]], length_penalty))
+        order, appended = torch.tensor(rows, device=device), torch.tensor(next_tokens, device=device)
+        tokens = extend_beams(tokens, order, appended, cache)
+        if on_step is not None:
+            hypotheses = [[h for _, h in f] for f in finished]
+            on_step(step, list(range(b)), tokens, torch.tensor(scores, device=device), hypotheses)
         if all(done):
             break
-        tokens = extend_beams(tokens, rows, next_tokens, cache)
     ranked = [sorted(f, key=lambda item: (item[0], item[1].score), reverse=True) for f in finished]
     return [[h for _, h in f[:nbest]] for f in ranked]
 

@@ -3,7 +3,7 @@
 ``load_translator`` is the one entry point the verbs (translate, evaluate, score, serve) call:
 
 * engine ``torch``: our own decoder (``seq2seq.decode.torch_engine``) on run directories,
-  checkpoints or local MarianMT directories (converted by ``seq2seq.decode.marian``), one model or
+  checkpoints or local MarianMT directories (converted by ``seq2seq.interop.marian``), one model or
   an ensemble of several, each loaded once; precision ``float32`` or
   ``bf16`` (a bf16 copy of the weights; the search's softmax and scores stay float32), ``auto``
   as ``seq2seq.device.decode_precision`` decides.
@@ -24,12 +24,12 @@ from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
 from seq2seq.config import Config, config_from_dict, parse_override
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decode.ctranslate2 import CTranslate2Translator
-from seq2seq.decode.marian import import_marian, is_marian_dir
 from seq2seq.decode.threads import decode_threads
 from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.decode.translator import Translator, source_normalizer, target_normalizer
 from seq2seq.device import DECODE_PRECISIONS, decode_precision, resolve_device
 from seq2seq.errors import UserError
+from seq2seq.interop.marian import import_marian, is_marian_dir
 from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Transformer
 from seq2seq.special import PAD

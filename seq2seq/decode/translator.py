@@ -24,7 +24,8 @@ from seq2seq.decode.attention import AttentionWeights
 from seq2seq.decode.batched import sentences_per_batch
 from seq2seq.decode.forced import ForcedScore
 from seq2seq.decode.glossary import Glossary
-from seq2seq.decode.search import Hypothesis, TokenSampler
+from seq2seq.decode.sampling import TokenSampler
+from seq2seq.decode.search import Hypothesis
 from seq2seq.errors import UserError
 from seq2seq.special import EOS
 from seq2seq.text.placeholders import PLACEHOLDERS

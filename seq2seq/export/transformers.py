@@ -6,7 +6,7 @@
 config.json, model.safetensors, generation_config.json and the tokenizer files (source.spm,
 target.spm, vocab.json, tokenizer_config.json). The files are written by ``transformers`` itself
 (``save_pretrained``), so they are in the format the installed version reads; the weights and
-settings come from ``seq2seq.decode.marian``, which owns the correspondence (and its reasons).
+settings come from ``seq2seq.interop.marian``, which owns the correspondence (and its reasons).
 
 Our ids stay as they are (MarianMT takes its special ids from the config, so <pad> 0, <unk> 1,
 <start> 2, <end> 3 need no permutation); the SentencePiece model is both source.spm and
@@ -32,8 +32,8 @@ import torch
 from seq2seq.config import Config
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decode.loader import load_model
-from seq2seq.decode.marian import marian_config, quiet, require_transformers, to_marian_state
 from seq2seq.errors import UserError
+from seq2seq.interop.marian import marian_config, quiet, require_transformers, to_marian_state
 from seq2seq.special import EOS, PAD, UNK
 
 SENTENCEPIECE_FILES = ("source.spm", "target.spm")

@@ -2,8 +2,9 @@
 distributed ranks, signals, the run lock, the run log and its TensorBoard curves, warm starts, and the
 start of a run (``launch``).
 
-May import: the top-level modules, ``seq2seq.model.transformer``, ``seq2seq.data``, ``seq2seq.decode`` (validation
-decodes the dev split), ``seq2seq.evaluate.metrics`` (its BLEU and chrF).
+May import: the top-level modules, ``seq2seq.model.transformer``, ``seq2seq.data``, ``seq2seq.interop`` (warm
+starts from MarianMT), ``seq2seq.decode`` (validation decodes the dev split), ``seq2seq.evaluate.metrics`` (its BLEU
+and chrF).
 
 The package is also the Python API's ``seq2seq.train(config, overrides)``: the name ``seq2seq.train``
 can hold one object, and importing any module of this package binds the package to it, so the

@@ -6,7 +6,7 @@ and starts a fresh optimizer, schedule and step count. The model shape and the t
 settings must be the old run's; anything else could not reuse the weights and is refused.
 
 ``init_from`` may also be a local MarianMT directory (an OPUS-MT download): it is converted
-(``seq2seq.decode.marian``) and its tokenizer is MarianMT's own, so no data setting is compared;
+(``seq2seq.interop.marian``) and its tokenizer is MarianMT's own, so no data setting is compared;
 the model section of the config must be the one the conversion gives (the error names each key).
 """
 
@@ -19,8 +19,8 @@ from torch import Tensor
 from seq2seq.checkpoint import load_checkpoint, resolve_checkpoint
 from seq2seq.config import Config
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decode.marian import import_marian, is_marian_dir
 from seq2seq.errors import UserError
+from seq2seq.interop.marian import import_marian, is_marian_dir
 
 # The data settings that decide the tokenizer; the corpus and everything else may change.
 TOKENIZER_SETTINGS = ("vocab_size", "joint_vocab", "spm_model_type", "character_coverage")

@@ -18,14 +18,15 @@ LAYERS = {
     "text": 1,  # the text stage: strings only, used by the data pipeline and every translating verb
     "model": 2,
     "data": 2,
-    "decode": 3,
-    "evaluate": 4,
-    "train": 5,
-    "export": 6,
-    "explain": 6,
-    "serve": 7,
-    "cli": 8,
-    "api": 9,  # one module, seq2seq/api.py: the Python API
+    "interop": 3,  # converters from and to other toolkits' formats, used by loading, warm start and export
+    "decode": 4,
+    "evaluate": 5,
+    "train": 6,
+    "export": 7,
+    "explain": 7,
+    "serve": 8,
+    "cli": 9,
+    "api": 10,  # one module, seq2seq/api.py: the Python API
 }
 ENTRY_POINTS = {"seq2seq.__main__": "cli"}  # ``python -m seq2seq`` runs the command line
 # The package's PEP 562 ``__getattr__`` imports the API on first use of ``seq2seq.load``: after every layer is

@@ -1,16 +1,19 @@
 """seq2seq.decode.attention: ``cross_attention`` returns the (T, S) weights the decoder really
 used (rows are distributions, head selection and the head mean agree, bad layer/head
 numbers are user errors), and ``attention_weights`` holds every layer and head of all three kinds.
+Forward hooks on the attention core also see beam search's grouped cross-attention.
 
 The model is the session's shared toy run (conftest.toy_run); these invariants hold for any weights.
 """
 
 import pytest
 import torch
-from conftest import build_tiny_model, unhooked
+from conftest import build_tiny_model, recorded_logits, unhooked
+from torch import Tensor
 
-from seq2seq.decode.attention import attention_weights, cross_attention
+from seq2seq.decode.attention import attention_weights, cross_attention, forward_hooks
 from seq2seq.decode.loader import load_model
+from seq2seq.decode.search import beam_search
 from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.errors import UserError
 from seq2seq.model.layers import explicit_attention
@@ -115,3 +118,24 @@ def test_all_three_kinds_every_layer_and_head(translator):
     assert not torch.allclose(weights.encoder[0], weights.encoder[-1])  # layers are not copies of one another
     assert torch.equal(weights.cross[-1].mean(0), cross_attention(model, src, tgt))
     assert unhooked(model)  # the recording left no trace on the modules
+
+
+@pytest.mark.parametrize("kernel", ["explicit", "sdpa"])
+def test_hooks_see_beam_searchs_grouped_cross_attention(kernel):
+    """Beam search's cross-attention reads each source once for its N beams (the grouped path): a forward
+    hook on the attention core sees every such call, with the N beams as one source row's N queries, and
+    what the hook sees gives the call's output."""
+    model, beam = build_tiny_model(attention=kernel), 3
+    src = torch.tensor([[5, 6, 7, 8, EOS], [9, 10, EOS, PAD, PAD]])
+    calls: list[tuple[tuple, Tensor]] = []
+    hooks = [
+        (layer.cross_attn.attend, lambda _m, args, out: calls.append((args, out))) for layer in model.decoder_layers
+    ]
+    with recorded_logits(model) as steps, forward_hooks(hooks):
+        hooked = beam_search(model, src, beam=beam, nbest=beam, max_len_a=0.0, max_len_b=6)
+    assert unhooked(model) and hooked == beam_search(model, src, beam=beam, nbest=beam, max_len_a=0.0, max_len_b=6)
+    assert len(calls) == len(steps) * len(model.decoder_layers)  # every step, every layer: none went around
+    assert steps[0].size(0) == 2 * beam  # the decoder ran B·N rows ...
+    for (q, keys, values, mask), out in calls:
+        assert q.shape[0] == keys.shape[0] and q.shape[2] == beam  # ... the core saw (B, H, N·1, K): one row per source
+        torch.testing.assert_close(out, explicit_attention(q, keys, values, mask)[0], rtol=0, atol=1e-5)

@@ -6,7 +6,7 @@ from conftest import VOCAB, build_tiny_model
 
 from seq2seq.config import DecodeConfig
 from seq2seq.decode.batched import length_sorted_batches, search_ids
-from seq2seq.decode.search import TokenSampler
+from seq2seq.decode.sampling import TokenSampler
 from seq2seq.special import EOS
 
 

@@ -1,12 +1,11 @@
 """seq2seq.decode.search: beam 1 equals greedy, cached equals uncached, batch composition
 does not change a sentence's output, a scripted decoder with hand-computed
-hypotheses and scores, n-gram blocking, length limits, the grouped top-k."""
+hypotheses and scores, n-gram blocking, length limits, outputs that do not depend on the kernels."""
 
 import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from conftest import (
     END,
     GREEDY_TRAP,
@@ -14,14 +13,13 @@ from conftest import (
     SCRIPT_VOCAB,
     START,
     UNK,
-    VOCAB,
     A,
     B,
     C,
     EosRamp,
     ScriptedModel,
     gnmt,
-    recorded_logits,
+    mixed_lengths,
     script_src,
     sources,
     unpad,
@@ -29,7 +27,7 @@ from conftest import (
 from torch import Tensor
 
 import seq2seq.decode.search as search
-from seq2seq.decode.search import beam_search, greedy_search, length_limits, row_topk
+from seq2seq.decode.search import beam_search, greedy_search, length_limits
 
 
 # -- a real (tiny, random) model --------------------------------------------
@@ -300,30 +298,7 @@ def test_length_limits_values():
     assert length_limits(src, 0.0, 0, 64).tolist() == [1, 1, 1]  # at least one token
 
 
-# -- the grouped top-k of beam search's candidates ----------------------------
-@pytest.mark.parametrize("width", [20_000, 5 * 257, 4_000, 640, 97, 12])  # grouped, and too narrow or prime
-@pytest.mark.parametrize("k", [1, 10])
-def test_row_topk_equals_topk(width, k):
-    scores = torch.randn(6, width, generator=torch.Generator().manual_seed(width + k)) * 4
-    scores[1] = float("-inf")  # a row of beams that start at -inf
-    scores[2, : width // 2] = float("-inf")
-    k = min(k, width)
-    values, index = row_topk(scores, k)
-    expected_values, expected_index = scores.topk(k, dim=1)
-    assert torch.equal(values, expected_values)
-    assert torch.equal(index[[0, 2, 3, 4, 5]], expected_index[[0, 2, 3, 4, 5]])  # distinct values: same entries
-    assert torch.equal(scores.gather(1, index), values)  # the -inf row: any k of its equal entries
-
-
-def test_row_topk_ties_give_the_tied_values():
-    """bf16 log-probabilities tie often: the values stay those of topk, each index one of a tied entry."""
-    scores = torch.randint(-40, 0, (8, 20_000), generator=torch.Generator().manual_seed(0)).float() / 8
-    values, index = row_topk(scores, 10)
-    assert torch.equal(values, scores.topk(10, dim=1).values)
-    assert torch.equal(scores.gather(1, index), values)
-    assert all(len(set(row)) == 10 for row in index.tolist())  # no entry taken twice
-
-
+# -- the kernels (seq2seq.decode.kernels) change no output ---------------------
 def test_beam_search_outputs_do_not_depend_on_the_grouped_topk(tiny_model, monkeypatch):
     """A vocabulary wide enough to be grouped (N·V = 5·400): the same hypotheses as with plain topk."""
     model = EosRamp(tiny_model(src_vocab=400, tgt_vocab=400))
@@ -333,83 +308,20 @@ def test_beam_search_outputs_do_not_depend_on_the_grouped_topk(tiny_model, monke
     assert beam_search(model, src, beam=5, nbest=5) == grouped
 
 
-# -- the log-probabilities' buffer, reused from step to step -----------------
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_step_log_probs_writes_into_the_rows_of_out(tiny_model, dtype):
-    model = tiny_model().to(dtype)
-    src = sources(3)
-    memory, src_mask, tokens, cache = search.start_beams(model, src, 2, use_cache=True)
-    out = torch.full((10, model.out_proj.out_features), 7.0)
-    log_probs = search.step_log_probs(model, tokens, memory, src_mask, cache, out)
-    assert log_probs.data_ptr() == out.data_ptr() and log_probs.shape == (6, out.size(1))
-    assert (out[6:] == 7.0).all()  # rows past the batch's stay as they were
-    fresh = search.step_log_probs(model, tokens, memory, src_mask, None)  # the whole prefix, no buffer
-    assert log_probs.dtype == fresh.dtype == torch.float32
-    torch.testing.assert_close(log_probs, fresh, rtol=0, atol=1e-6)
-
-
-def test_step_log_probs_of_a_bf16_model_are_the_float32_log_softmax_of_its_logits(tiny_model):
-    """Fresh or written into a float32 buffer: in bf16 a log-probability near -4 is off by up to 0.008 a step."""
-    model = tiny_model().to(torch.bfloat16)
-    memory, src_mask, tokens, _ = search.start_beams(model, sources(3), 2, use_cache=False)
-    with recorded_logits(model) as seen:
-        fresh = search.step_log_probs(model, tokens, memory, src_mask, None)
-        into = search.step_log_probs(model, tokens, memory, src_mask, None, torch.empty(6, VOCAB))
-    for log_probs, logits in zip((fresh, into), seen, strict=True):
-        assert logits.dtype == torch.bfloat16 and log_probs.dtype == torch.float32
-        expected = F.log_softmax(logits.double(), dim=-1)
-        torch.testing.assert_close(log_probs.double(), expected, rtol=0, atol=1e-5)
-
-
 @pytest.mark.parametrize("nbest", [1, 3])
 def test_searches_do_not_depend_on_the_reused_buffer(ramp_model, monkeypatch, nbest):
     """Sentences leave the batch at different steps (the rows shrink): the outputs of a fresh tensor per step."""
     src = sources(7)
     reused = beam_search(ramp_model, src, beam=3, nbest=nbest), greedy_search(ramp_model, src)
     step = search.step_log_probs
-    monkeypatch.setattr(search, "step_log_probs", lambda *args: step(*args[:5]))
+    monkeypatch.setattr(search, "step_log_probs", lambda *args: step(*args[:5]))  # no buffer: a fresh tensor per step
     assert (beam_search(ramp_model, src, beam=3, nbest=nbest), greedy_search(ramp_model, src)) == reused
-
-
-# -- the encoder, run on groups of similar length ------------------------------
-def _mixed_lengths(lengths: list[int], vocab: int = 40) -> Tensor:
-    """Right-padded sources (B, max length) of the given lengths, ids drawn from a seeded generator."""
-    generator = torch.Generator().manual_seed(0)
-    src = torch.full((len(lengths), max(lengths)), PAD)
-    for row, length in enumerate(lengths):
-        src[row, :length] = torch.randint(4, vocab, (length,), generator=generator)
-    return src
-
-
-def test_encode_by_length_equals_one_padded_encode_at_real_positions(tiny_model):
-    model = tiny_model()
-    src = _mixed_lengths([3, 20, 9, 2, 11, 5])  # groups (longest first): 20 11; 9 5; 3 2
-    src_mask = search.padding_mask(src, PAD)
-    widths = []
-    encode = model.encode
-    model.encode = lambda s, m: widths.append(s.size(1)) or encode(s, m)
-    memory = search.encode_by_length(model, src, src_mask)
-    assert widths == [20, 9, 3]
-    padded = encode(src, src_mask)
-    real = src_mask[:, 0, 0, :, None]  # (B, S, 1)
-    torch.testing.assert_close(memory * real, padded * real, rtol=0, atol=1e-5)
-    assert memory[3, 3:].abs().sum() == 0  # the 2-token row's group is 3 wide: zeros past it
-
-
-def test_encode_by_length_keeps_one_call_for_similar_lengths(tiny_model):
-    model = tiny_model()
-    src = _mixed_lengths([8, 5, 4, 7])
-    calls = []
-    encode = model.encode
-    model.encode = lambda s, m: calls.append(s) or encode(s, m)
-    search.encode_by_length(model, src, search.padding_mask(src, PAD))
-    assert len(calls) == 1 and calls[0] is src
 
 
 def test_searches_do_not_depend_on_the_length_groups(ramp_model, monkeypatch):
     """The same hypotheses as from one padded encode; scores agree to rounding (the groups' products
     have other shapes, so float32 sums in another order)."""
-    src = _mixed_lengths([3, 20, 9, 2, 11, 5])
+    src = mixed_lengths([3, 20, 9, 2, 11, 5])
     grouped = [*beam_search(ramp_model, src, beam=3, nbest=2), *([h] for h in greedy_search(ramp_model, src))]
     monkeypatch.setattr(search, "encode_by_length", lambda model, s, m: model.encode(s, m))
     padded = [*beam_search(ramp_model, src, beam=3, nbest=2), *([h] for h in greedy_search(ramp_model, src))]

@@ -13,7 +13,8 @@ from seq2seq.decode.batched import sentences_per_batch
 from seq2seq.decode.ctranslate2 import CTranslate2Translator
 from seq2seq.decode.glossary import Glossary
 from seq2seq.decode.loader import engine_class, load_translator
-from seq2seq.decode.search import Hypothesis, TokenSampler
+from seq2seq.decode.sampling import TokenSampler
+from seq2seq.decode.search import Hypothesis
 from seq2seq.decode.torch_engine import TorchTranslator
 from seq2seq.decode.translator import PLAIN, Capabilities, Translator
 from seq2seq.errors import UserError

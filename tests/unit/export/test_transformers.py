@@ -18,10 +18,10 @@ from seq2seq.config import config_from_dict
 from seq2seq.data.corpus import read_lines
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decode.loader import load_model
-from seq2seq.decode.marian import import_marian
 from seq2seq.decode.search import greedy_search
 from seq2seq.errors import UserError
 from seq2seq.export.transformers import export_transformers
+from seq2seq.interop.marian import import_marian
 from seq2seq.model.masks import padding_mask
 from seq2seq.model.transformer import Transformer
 

@@ -11,8 +11,8 @@ from conftest import PAD, REPO, TOY, TOY_SRC, TOY_TGT, metrics_records, run_cli,
 
 from seq2seq.config import load_config
 from seq2seq.data.tokenizer import VOCABULARY
-from seq2seq.decode.marian import import_marian
 from seq2seq.errors import UserError
+from seq2seq.interop.marian import import_marian
 from seq2seq.train.trainer import Trainer
 
 

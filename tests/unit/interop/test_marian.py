@@ -1,4 +1,4 @@
-"""seq2seq.decode.marian: a MarianMT directory (transformers' save_pretrained, random weights, OPUS-MT's
+"""seq2seq.interop.marian: a MarianMT directory (transformers' save_pretrained, random weights, OPUS-MT's
 layout of ids) becomes our model and tokenizer; our greedy search then gives transformers' own
 ``generate()`` tokens on toy sentences, the teacher-forced logits agree, and a round trip through
 our export is bit-identical. What our model cannot express is a one-line error."""
@@ -13,10 +13,10 @@ import torch
 from conftest import CLI_ENV, END, PAD, REPO, START, UNK, one_line_error, run_cli
 
 from seq2seq.decode.loader import load_translator
-from seq2seq.decode.marian import import_marian, interleaving, is_marian_dir, require_transformers
 from seq2seq.decode.search import greedy_search
 from seq2seq.errors import UserError
 from seq2seq.export.transformers import export_transformers
+from seq2seq.interop.marian import import_marian, interleaving, is_marian_dir, require_transformers
 from seq2seq.model.layers import sinusoids
 from seq2seq.model.masks import padding_mask
 
