@@ -5,12 +5,12 @@ One uninterrupted run is the reference. A second run in another directory is kil
 times at seeded random points of its progress (start-up, steps, validation, checkpoint writes, the
 final averaging), resumed each time with the same command, then left to finish. A point is a step
 the trainer reports (each optimizer update is sent to the harness through a pipe) and a random part
-of the way to the next report, as long as that took in the reference run: the kills are spread over
-the run by its progress, not by the clock, so a slower or busier machine moves them within a step
-but never piles them up in start-up. Checked after every kill: every checkpoint in the run directory loads and
-verifies, config.yaml and metrics.jsonl parse. Checked at the end: last.pt and best.pt equal the
-reference's bit for bit (weights, optimizer, RNG, sampler, step), metrics.jsonl has the
-reference's records, step for step, no temporary file is left.
+of the way to the next report (as long as that took in the reference run, times the pace the run
+keeps now): the kills are spread over the run by its progress, not by the clock, so a slower or
+busier machine moves them within a step but never piles them up in start-up. Checked after every
+kill: every checkpoint in the run directory loads and verifies, config.yaml and metrics.jsonl parse.
+Checked at the end: last.pt and best.pt equal the reference's bit for bit (weights, optimizer, RNG,
+sampler, step), metrics.jsonl has the reference's records, step for step, no temporary file is left.
 
 The trainers run in children forked from a server that has imported torch once
 (``multiprocessing``'s forkserver), so a kill costs a fraction of a second, not an interpreter
