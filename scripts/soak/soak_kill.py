@@ -2,12 +2,15 @@
 that nothing was lost or damaged.
 
 One uninterrupted run is the reference. A second run in another directory is killed ``--kills``
-times after seeded random delays (anywhere from interpreter start to the end of training:
-during start-up, steps, validation, checkpoint writes), resumed each time with the same command,
-then left to finish. Checked after every kill: every checkpoint in the run directory loads and
-verifies, config.yaml and metrics.jsonl parse. Checked at the end: last.pt and best.pt equal the
-reference's bit for bit (weights, optimizer, RNG, sampler, step), metrics.jsonl has the
-reference's records, step for step, no temporary file is left.
+times at seeded random points of its progress (start-up, steps, validation, checkpoint writes, the
+final averaging), resumed each time with the same command, then left to finish. A point is a step
+the trainer reports (each optimizer update is sent to the harness through a pipe) and a random part
+of the way to the next report (as long as that took in the reference run, times the pace the run
+keeps now): the kills are spread over the run by its progress, not by the clock, so a slower or
+busier machine moves them within a step but never piles them up in start-up. Checked after every
+kill: every checkpoint in the run directory loads and verifies, config.yaml and metrics.jsonl parse.
+Checked at the end: last.pt and best.pt equal the reference's bit for bit (weights, optimizer, RNG,
+sampler, step), metrics.jsonl has the reference's records, step for step, no temporary file is left.
 
 The trainers run in children forked from a server that has imported torch once
 (``multiprocessing``'s forkserver), so a kill costs a fraction of a second, not an interpreter
@@ -21,6 +24,7 @@ start; each child runs ``seq2seq.cli.main``, the ``seq2seq train`` command itsel
 import argparse
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import random
 import signal
@@ -29,15 +33,25 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
 import yaml
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from seq2seq.checkpoint import load_checkpoint
 
 # Fields that differ between two runs of the same training by their nature: the clock.
 TIMING = {"minutes", "tokens_per_s", "elapsed"}
+# Seconds a trainer may take from one step report to the next before the soak calls it stuck: far above
+# a toy step on a loaded machine, far below the CI test's own limit.
+STEP_LIMIT = 300.0
+
+
+def prepare_argv(cache_dir: Path) -> list[str]:
+    """``seq2seq prepare`` on the toy config: the data cache that ``train_argv``'s runs read, built once."""
+    return ["prepare", "--config", "toy", "--set", f"data.cache_dir={cache_dir}"]
 
 
 def train_argv(run_dir: Path, cache_dir: Path, steps: int, eval_every: int) -> list[str]:
@@ -62,8 +76,9 @@ def save_key(state: dict, path: Path) -> str:
     return f"{path.name}@{step}"
 
 
-def _child(argv: list[str], log: str, fault: tuple[str, str] | None) -> None:
-    """A forked trainer: output appended to ``log``, exit status as ``seq2seq`` gives it.
+def _child(argv: list[str], log: str, fault: tuple[str, str] | None, reports: Connection | None) -> None:
+    """A forked trainer: output appended to ``log``, exit status as ``seq2seq`` gives it; with ``reports``,
+    one message there after each optimizer update (a training step: float32 skips none).
 
     ``fault`` = (mode, key): ``record`` appends the key of every checkpoint write to the file ``key``;
     ``before``/``during``/``after`` SIGKILL the process before the write ``key`` starts, after its
@@ -78,6 +93,8 @@ def _child(argv: list[str], log: str, fault: tuple[str, str] | None) -> None:
     from seq2seq.cli import main
 
     tqdm.set_lock(threading.RLock())  # not tqdm's default multiprocessing lock, which a SIGKILL would leak
+    if reports is not None:  # torch's global hook, so the trainer runs unchanged; one short write per message
+        register_optimizer_step_post_hook(lambda *_: reports.send_bytes(b"s"))
     if fault is not None:
         mode, target = fault
         save = seq2seq.train.trainer.save_checkpoint
@@ -99,6 +116,47 @@ def _child(argv: list[str], log: str, fault: tuple[str, str] | None) -> None:
     main(argv)
 
 
+@dataclass
+class Session:
+    """A started trainer and the pipe end its step reports arrive at."""
+
+    process: multiprocessing.Process
+    reports: Connection
+    step: int  # the last step it reported (at the start: the step it resumes from)
+    marks: list[float]  # perf_counter() at the start, then at each report
+
+    def last_span(self) -> float:
+        """Seconds from the report before the last one (or the start) to the last one."""
+        return self.marks[-1] - self.marks[-2]
+
+    def wait_for_step(self, step: int) -> bool:
+        """Take reports until ``step`` is reached (True) or the trainer has ended (False)."""
+        while self.step < step:
+            ready = multiprocessing.connection.wait([self.reports, self.process.sentinel], STEP_LIMIT)
+            if not ready:
+                raise RuntimeError(f"no step reported in {STEP_LIMIT:.0f} s after step {self.step}")
+            if self.reports not in ready:
+                return False
+            try:
+                self.reports.recv_bytes()
+            except EOFError:  # the trainer ended and closed its end
+                return False
+            self.step += 1
+            self.marks.append(time.perf_counter())
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the trainer, then take the reports it sent before it died."""
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.join()
+        while self.reports.poll(0):
+            try:
+                self.reports.recv_bytes()
+            except EOFError:
+                break
+            self.step += 1
+
+
 class Launcher:
     """Starts trainers as children of a forkserver that has seq2seq (and torch) imported."""
 
@@ -111,9 +169,18 @@ class Launcher:
         warm_up.join()
 
     def start(self, argv: list[str], log: Path, fault: tuple[str, str] | None = None) -> multiprocessing.Process:
-        process = self.context.Process(target=_child, args=(argv, str(log), fault), daemon=True)
+        process = self.context.Process(target=_child, args=(argv, str(log), fault, None), daemon=True)
         process.start()
         return process
+
+    def start_reporting(self, argv: list[str], log: Path, step: int, fault: tuple[str, str] | None = None) -> Session:
+        """A trainer that resumes from ``step`` and reports each step it makes (read them: the pipe's buffer
+        holds thousands of reports, not a long run's)."""
+        receiver, sender = self.context.Pipe(duplex=False)
+        process = self.context.Process(target=_child, args=(argv, str(log), fault, sender), daemon=True)
+        process.start()
+        sender.close()  # the child has its copy: the pipe reads as ended once the child is gone
+        return Session(process, receiver, step, [time.perf_counter()])
 
 
 def check_intact(run_dir: Path) -> int:
@@ -139,46 +206,74 @@ class SoakReport:
     boundaries: list[str] = field(default_factory=list)  # checkpoint writes killed around
     killed_mid_training: int = 0  # kills after which the next start resumed past step 0 and before the end
     steps_at_kills: list[int] = field(default_factory=list)  # last.pt's step after each kill
+    reached_at_kills: list[int] = field(default_factory=list)  # the last step the trainer reported before each kill
     launches: int = 0
     seconds: float = 0.0
     bit_exact: bool = False
     differences: list[str] = field(default_factory=list)
 
 
-def run_with_kills(
-    launcher: Launcher, argv: list[str], run_dir: Path, kills: int, steps: int, timing: tuple[float, float], seed: int
-) -> SoakReport:
-    """Start, SIGKILL after a seeded random delay, check the files; ``kills`` times; then let a last
-    start finish.
+def kill_points(kills: int, steps: int, rng: random.Random) -> list[tuple[int, float]]:
+    """``kills`` seeded points of a run of ``steps`` steps, in order, one in each of ``kills`` equal parts of it.
 
-    ``timing`` is (start-up, training) seconds of an uninterrupted run. A delay is drawn from
-    [0, start-up + the training still to do (at least a quarter of it)): the kills fall anywhere in
-    start-up, steps, validation, checkpoint writes and the final averaging, over the whole run.
+    A point is (phase, fraction). The run has ``steps + 1`` phases of equal weight: phase 0 from the start to
+    the first step's report (start-up and the first step), phase k from step k's report to the next report
+    (the next step, and after a step a multiple of eval_every also the validation and checkpoint writes;
+    after the last step the final validation and averaging). One point per equal part, rather than
+    ``kills`` independent draws, so that every stretch of the run is hit, the stretch between the first and
+    the last checkpoint included.
     """
-    rng, report, started = random.Random(seed), SoakReport(), time.perf_counter()
-    startup, training = timing
+    points = []
+    for part in range(kills):
+        position = (part + rng.random()) / kills * (steps + 1)
+        points.append((int(position), position - int(position)))
+    return points
+
+
+def run_with_kills(
+    launcher: Launcher, argv: list[str], run_dir: Path, points: list[tuple[int, float]], phases: list[float]
+) -> SoakReport:
+    """Kill a run at each of ``points`` in turn (``kill_points``), resuming it each time; check the files after
+    each kill; then let a last start finish.
+
+    ``phases``: the seconds each phase took in the reference run. A kill at (k, f) waits for step k's report
+    and then f of phase k, its reference seconds times the run's pace: the last span this session took
+    (start to first report, or report to report) over the same span of the reference, so that a machine
+    busier or idler than during the reference keeps the kill inside phase k. A point at or before the step
+    the run resumes from (k no more than last.pt's step) falls in the start-up: f of phase 0 after the start,
+    at the pace last seen. A trainer that finishes before its kill (the last phase, the machine got faster)
+    trains again from scratch, to be killed at the same point half as far into the phase.
+    """
+    report, started = SoakReport(), time.perf_counter()
     log = run_dir.parent / f"{run_dir.name}.log"
-    step = 0
-    while report.kills < kills:
-        process = launcher.start(argv, log)
-        report.launches += 1
-        process.join(rng.uniform(0, startup + training * max(1 - step / steps, 0.25)))
-        if process.exitcode is None:
-            os.kill(process.pid, signal.SIGKILL)
-            process.join()
-            report.kills += 1
-            step = check_intact(run_dir)
-            report.steps_at_kills.append(step)
-        elif process.exitcode != 0:
-            raise RuntimeError(f"trainer exited with status {process.exitcode}; see {log}")
-        else:  # finished before the kill: train again from scratch, so every kill meets a live run
+    step = 0  # last.pt's step: where the next start resumes
+    pace = 1.0  # this run's seconds per reference second
+    for phase, fraction in points:
+        while True:
+            session = launcher.start_reporting(argv, log, step)
+            report.launches += 1
+            in_startup = phase <= step
+            if not in_startup and session.wait_for_step(phase):
+                # The span that ended at step k's report is phase k-1, or a start-up and a step like phase 0.
+                pace = session.last_span() / phases[phase - 1 if phase - 1 > step else 0]
+            session.process.join(fraction * phases[0 if in_startup else phase] * pace)
+            if session.process.exitcode is None:
+                break
+            if session.process.exitcode != 0:
+                raise RuntimeError(f"trainer exited with status {session.process.exitcode}; see {log}")
             _fresh(run_dir)
-            step = 0
+            step, fraction = 0, fraction / 2
+        session.kill()
+        report.kills += 1
+        report.reached_at_kills.append(session.step)
+        step = check_intact(run_dir)
+        report.steps_at_kills.append(step)
     process = launcher.start(argv, log)
     report.launches += 1
     process.join()
     if process.exitcode != 0:
         raise RuntimeError(f"the final resume exited with status {process.exitcode}; see {log}")
+    steps = len(phases) - 1
     report.killed_mid_training = sum(0 < s < steps for s in report.steps_at_kills)
     report.seconds = round(time.perf_counter() - started, 1)
     return report
@@ -262,37 +357,46 @@ def compare_runs(reference: Path, resumed: Path) -> list[str]:
 
 @dataclass
 class Reference:
-    """An uninterrupted run: its directory, its checkpoint writes in order, its timing (start-up, training)."""
+    """An uninterrupted run: its directory, its checkpoint writes in order, the seconds of each of its phases
+    (``kill_points``)."""
 
     run_dir: Path
     cache: Path
     steps: int
     eval_every: int
     writes: list[str]
-    timing: tuple[float, float]
+    phases: list[float]
 
 
 def reference_run(launcher: Launcher, work: Path, cache: Path, steps: int, eval_every: int) -> Reference:
-    """Train without faults, recording the checkpoint writes; then time a start on the finished run
-    (what every start costs: imports are paid by the forkserver, data, model, resume and the final
-    averaging are not)."""
-    run_dir, writes, durations = work / "reference", work / "reference.writes", []
-    for fault in (("record", str(writes)), None):
-        start = time.perf_counter()
-        process = launcher.start(train_argv(run_dir, cache, steps, eval_every), work / "reference.log", fault)
-        process.join()
-        if process.exitcode != 0:
-            raise RuntimeError(f"the reference run failed; see {work / 'reference.log'}")
-        durations.append(time.perf_counter() - start)
+    """Build the data cache, then train without faults, recording the checkpoint writes and when each step
+    was reported (the cache is built first so that phase 0 is a start-up like the resumed runs' ones)."""
+    run_dir, writes, log = work / "reference", work / "reference.writes", work / "reference.log"
+    prepared = launcher.start(prepare_argv(cache), work / "prepare.log")
+    prepared.join()
+    if prepared.exitcode != 0:
+        raise RuntimeError(f"building the data cache failed; see {work / 'prepare.log'}")
+    session = launcher.start_reporting(train_argv(run_dir, cache, steps, eval_every), log, 0, ("record", str(writes)))
+    marks = [time.perf_counter()]
+    for step in range(1, steps + 1):
+        if not session.wait_for_step(step):
+            raise RuntimeError(f"the reference run ended before step {step}; see {log}")
+        marks.append(time.perf_counter())
+    session.process.join()
+    if session.process.exitcode != 0:
+        raise RuntimeError(f"the reference run failed; see {log}")
+    marks.append(time.perf_counter())
     keys = writes.read_text(encoding="utf-8").split()
-    return Reference(run_dir, cache, steps, eval_every, keys, (durations[1], max(durations[0] - durations[1], 0.0)))
+    phases = [after - before for before, after in zip(marks, marks[1:], strict=False)]
+    return Reference(run_dir, cache, steps, eval_every, keys, phases)
 
 
 def soak(launcher: Launcher, reference: Reference, work: Path, kills: int, seed: int) -> SoakReport:
-    """A run like ``reference`` (in ``work``) killed at random moments, compared with it."""
+    """A run like ``reference`` (in ``work``) killed at random points, compared with it."""
     resumed = work / "random"
     argv = train_argv(resumed, reference.cache, reference.steps, reference.eval_every)
-    report = run_with_kills(launcher, argv, resumed, kills, reference.steps, reference.timing, seed)
+    points = kill_points(kills, reference.steps, random.Random(seed))
+    report = run_with_kills(launcher, argv, resumed, points, reference.phases)
     report.differences = compare_runs(reference.run_dir, resumed)
     report.bit_exact = not report.differences
     return report
