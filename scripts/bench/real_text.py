@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SET_DIR = REPO / "benchmarks" / "real-text"
 FILES = {"sentences": "sentences.zh", "paragraphs": "paragraphs.zh", "english": "english.en"}
 TOKEN = re.compile(r"[A-Za-z0-9]+")

@@ -59,7 +59,7 @@ def test_every_config_key_is_listed_with_its_default_and_a_meaning(pages):
 
 def test_the_recipe_column_shows_the_recipes_values(pages):
     rows = _rows(pages[0])
-    assert rows["model.dropout"][2:4] == ["`0.3`", "`0.2`"]  # the code's default beside the recipe's choice
+    assert rows["model.dropout"][2:4] == ["`0.3`", "`0.1`"]  # the code's default beside the recipe's choice
     assert rows["train.adam_betas"][3] == "`[0.9, 0.98]`"
     assert rows["data.corpora"][3] == "`2 entries`"
 

@@ -109,3 +109,17 @@ def test_shipped_set_holds_no_corpus_sentence(name):
         path = REPO / corpus
         if path.exists():
             assert not set(lines) & set(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_the_default_set_is_the_repositorys(tmp_path):
+    """Without --set-dir the script scores against benchmarks/real-text: outputs that copy its sources are read."""
+    files = {"sentences": "sentences.zh", "paragraphs": "paragraphs.zh", "english": "english.en"}
+    sources = {
+        name: (REPO / "benchmarks" / "real-text" / file).read_text(encoding="utf-8").splitlines()
+        for name, file in files.items()
+    }
+    _write(tmp_path / "out", {f"{name}.out": lines for name, lines in sources.items()})
+    done = _run("--outputs", str(tmp_path / "out"), "--out", str(tmp_path / "report.json"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert report["sentences"]["lines"] == len(sources["sentences"]) > 100
