@@ -12,26 +12,25 @@ from seq2seq.device import DECODE_PRECISIONS
 from seq2seq.errors import UserError
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
+def _int_from(text: str, least: int) -> int:
+    """``text`` as an integer of at least ``least``, else argparse's error."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be >= {least}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    return _int_from(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """An argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
+    return _int_from(text, 0)
 
 
 def positive_float(text: str) -> float:
